@@ -1,0 +1,4 @@
+"""Spindle's broker: a Kafka-protocol broker that keeps partitions in several log directories (JBOD).
+
+Layers import one way: server -> replication/controller -> storage -> protocol/records -> common.
+"""

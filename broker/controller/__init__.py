@@ -1,0 +1,2 @@
+"""The controller role: metadata in etcd, leader election, ISR changes and reassignments.
+"""

@@ -1,0 +1,2 @@
+"""Leader/follower replication: follower fetchers, ISR tracking and high watermarks.
+"""

@@ -1,0 +1,2 @@
+"""The broker process: asyncio network server, request handlers wiring protocol to storage.
+"""

@@ -1,0 +1,2 @@
+"""Spindle's Kubernetes operator (kopf): Broker, LogVolume, Reassignment and Rebalance resources.
+"""
