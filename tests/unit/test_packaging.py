@@ -28,7 +28,7 @@ def test_every_package_folder_is_listed_in_pyproject() -> None:
 def test_every_package_imports_under_the_spindle_namespace_and_says_what_it_is() -> None:
     for name in sorted(_package_folders()):
         module = importlib.import_module(name)
-        assert module.__doc__ and module.__doc__.strip(), f"{name} has no docstring"
+        assert (module.__doc__ or "").strip(), f"{name} has no docstring"
 
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:
