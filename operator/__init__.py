@@ -1,2 +1,1 @@
-"""Spindle's Kubernetes operator (kopf): Broker, LogVolume, Reassignment and Rebalance resources.
-"""
+"""Spindle's Kubernetes operator (kopf): Broker, LogVolume, Reassignment and Rebalance resources."""

@@ -1,2 +1,1 @@
-"""The controller role: metadata in etcd, leader election, ISR changes and reassignments.
-"""
+"""The controller role: metadata in etcd, leader election, ISR changes and reassignments."""

@@ -1,2 +1,1 @@
-"""Leader/follower replication: follower fetchers, ISR tracking and high watermarks.
-"""
+"""Leader/follower replication: follower fetchers, ISR tracking and high watermarks."""

@@ -1,2 +1,1 @@
-"""The broker process: asyncio network server, request handlers wiring protocol to storage.
-"""
+"""The broker process: asyncio network server, request handlers wiring protocol to storage."""
