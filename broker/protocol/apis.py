@@ -1,0 +1,282 @@
+"""Which APIs and versions the broker serves, and the one place where versions are negotiated.
+
+Every API is listed once with its version range; ApiVersions advertises exactly this table,
+decoding refuses anything outside it, and the header versions follow from it. The ranges start
+where Kafka's message format v2 (record batches) begins, the only format Spindle stores, and end
+where a newer version would need a feature Spindle does not have yet (for example topic ids
+instead of names in Fetch v13+ and Produce v13).
+
+Unsupported input follows Kafka's ``SocketServer``/``RequestContext``: an ApiVersions request of a
+version the broker does not know is answered in v0 with UNSUPPORTED_VERSION and the supported
+ranges (KIP-511), so the client can retry with a version both know; any other unknown key or
+version, or a body that does not parse, closes the connection.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+# kafka-python 3.0 loads its JSON schemas with importlib.resources.read_text, deprecated since
+# Python 3.11; the warning fires once per class at import and says nothing about Spindle.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol.admin import (
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+        AlterReplicaLogDirsRequest,
+        AlterReplicaLogDirsResponse,
+        CreatePartitionsRequest,
+        CreatePartitionsResponse,
+        CreateTopicsRequest,
+        CreateTopicsResponse,
+        DeleteTopicsRequest,
+        DeleteTopicsResponse,
+        DescribeClusterRequest,
+        DescribeClusterResponse,
+        DescribeConfigsRequest,
+        DescribeConfigsResponse,
+        DescribeLogDirsRequest,
+        DescribeLogDirsResponse,
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
+    )
+    from kafka.protocol.consumer import (
+        FetchRequest,
+        FetchResponse,
+        ListOffsetsRequest,
+        ListOffsetsResponse,
+    )
+    from kafka.protocol.metadata import (
+        ApiVersionsRequest,
+        ApiVersionsResponse,
+        MetadataRequest,
+        MetadataResponse,
+    )
+    from kafka.protocol.producer import (
+        InitProducerIdRequest,
+        InitProducerIdResponse,
+        ProduceRequest,
+        ProduceResponse,
+    )
+
+from spindle.broker.common.errors import ErrorCode
+
+from .header import (
+    HeaderError,
+    RequestHeader,
+    encode_response_header,
+    parse_request_header,
+    peek_key_version_correlation,
+)
+
+
+class ApiKey(IntEnum):
+    """Kafka API keys served by Spindle (numbers from Kafka's ``ApiKeys.java``)."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+    DESCRIBE_CONFIGS = 32
+    ALTER_REPLICA_LOG_DIRS = 34
+    DESCRIBE_LOG_DIRS = 35
+    CREATE_PARTITIONS = 37
+    INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
+    DESCRIBE_CLUSTER = 60
+
+
+@dataclass(frozen=True)
+class ApiSpec:
+    """One API: its key, the versions served, and the schema classes for its bodies."""
+
+    key: ApiKey
+    min_version: int
+    max_version: int
+    request_class: Any
+    response_class: Any
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+    def is_flexible(self, version: int) -> bool:
+        return bool(self.request_class.flexible_version_q(version))
+
+    def request_header_version(self, version: int) -> int:
+        return 2 if self.is_flexible(version) else 1
+
+    def response_header_version(self, version: int) -> int:
+        if self.key is ApiKey.API_VERSIONS:
+            return 0
+        return 1 if self.is_flexible(version) else 0
+
+
+def _spec(key: ApiKey, lo: int, hi: int, req: Any, resp: Any) -> ApiSpec:
+    # The schemas must know every version we advertise; fail at import, not on the wire.
+    if hi > req.max_version or hi > resp.max_version:
+        raise AssertionError(f"kafka-python's schemas do not reach {key.name} v{hi}")
+    return ApiSpec(key, lo, hi, req, resp)
+
+
+SUPPORTED_APIS: Mapping[int, ApiSpec] = {
+    s.key: s
+    for s in (
+        _spec(ApiKey.PRODUCE, 3, 11, ProduceRequest, ProduceResponse),
+        _spec(ApiKey.FETCH, 4, 12, FetchRequest, FetchResponse),
+        _spec(ApiKey.LIST_OFFSETS, 1, 7, ListOffsetsRequest, ListOffsetsResponse),
+        _spec(ApiKey.METADATA, 0, 12, MetadataRequest, MetadataResponse),
+        _spec(ApiKey.API_VERSIONS, 0, 3, ApiVersionsRequest, ApiVersionsResponse),
+        _spec(ApiKey.CREATE_TOPICS, 2, 7, CreateTopicsRequest, CreateTopicsResponse),
+        _spec(ApiKey.DELETE_TOPICS, 1, 6, DeleteTopicsRequest, DeleteTopicsResponse),
+        _spec(ApiKey.INIT_PRODUCER_ID, 0, 4, InitProducerIdRequest, InitProducerIdResponse),
+        _spec(ApiKey.DESCRIBE_CONFIGS, 1, 4, DescribeConfigsRequest, DescribeConfigsResponse),
+        _spec(
+            ApiKey.ALTER_REPLICA_LOG_DIRS,
+            0,
+            2,
+            AlterReplicaLogDirsRequest,
+            AlterReplicaLogDirsResponse,
+        ),
+        _spec(ApiKey.DESCRIBE_LOG_DIRS, 0, 4, DescribeLogDirsRequest, DescribeLogDirsResponse),
+        _spec(ApiKey.CREATE_PARTITIONS, 0, 3, CreatePartitionsRequest, CreatePartitionsResponse),
+        _spec(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            0,
+            1,
+            IncrementalAlterConfigsRequest,
+            IncrementalAlterConfigsResponse,
+        ),
+        _spec(
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+            0,
+            0,
+            AlterPartitionReassignmentsRequest,
+            AlterPartitionReassignmentsResponse,
+        ),
+        _spec(
+            ApiKey.LIST_PARTITION_REASSIGNMENTS,
+            0,
+            0,
+            ListPartitionReassignmentsRequest,
+            ListPartitionReassignmentsResponse,
+        ),
+        _spec(ApiKey.DESCRIBE_CLUSTER, 0, 1, DescribeClusterRequest, DescribeClusterResponse),
+    )
+}
+
+
+class RequestRejected(ValueError):
+    """A request that closes its connection (unknown key/version, unparsable header or body)."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """A decoded request: header, spec and body (a kafka-python message object).
+
+    ``body`` is None only for an ApiVersions request of a version the broker does not know,
+    whose body cannot be read (KIP-511); ``unsupported_version`` is then True.
+    """
+
+    header: RequestHeader
+    spec: ApiSpec
+    body: Any
+    unsupported_version: bool = False
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+
+def decode_request(data: bytes | memoryview) -> Request:
+    """Decode one frame's payload (header + body), or raise RequestRejected saying why."""
+    view = memoryview(data)
+    try:
+        key, version, _corr = peek_key_version_correlation(view)
+    except HeaderError as exc:
+        raise RequestRejected(str(exc)) from None
+    spec = SUPPORTED_APIS.get(key)
+    if spec is None:
+        raise RequestRejected(f"unknown or unsupported API key {key} (version {version})")
+    if not spec.supports(version):
+        if spec.key is ApiKey.API_VERSIONS and version > spec.max_version:
+            try:
+                header, _ = parse_request_header(view, header_version=1)
+            except HeaderError as exc:
+                raise RequestRejected(str(exc)) from None
+            return Request(header, spec, None, unsupported_version=True)
+        raise RequestRejected(
+            f"unsupported version {version} of {spec.key.name} "
+            f"(supported {spec.min_version}-{spec.max_version})"
+        )
+    try:
+        header, pos = parse_request_header(
+            view, header_version=spec.request_header_version(version)
+        )
+    except HeaderError as exc:
+        raise RequestRejected(f"{spec.key.name} v{version}: {exc}") from None
+    try:
+        body = spec.request_class.decode(view[pos:], version=version)
+    except Exception as exc:  # the codec raises struct.error, ValueError, IndexError, ...
+        raise RequestRejected(
+            f"{spec.key.name} v{version} body does not parse: {type(exc).__name__}: {exc}"
+        ) from None
+    return Request(header, spec, body)
+
+
+def build_message(cls: Any, version: int, data: Mapping[str, Any]) -> Any:
+    """Turn nested plain data (dicts and lists) into a schema object of ``cls`` at ``version``.
+
+    Handlers build plain dicts keyed by the schema's snake_case field names; fields a version
+    does not have are dropped here, so a handler can fill in the newest shape for every version.
+    """
+    fields = cls._struct.fields
+    values: dict[str, Any] = {}
+    for name, value in data.items():
+        field = fields.get(name)
+        if field is None:
+            raise KeyError(f"{cls.__name__} has no field {name!r}")
+        if not field.for_version_q(version):
+            continue
+        if value is not None and field.is_struct_array():
+            sub = field.data_class
+            value = [build_message(sub, version, v) if isinstance(v, Mapping) else v for v in value]
+        elif value is not None and field.is_struct() and isinstance(value, Mapping):
+            value = build_message(field.data_class, version, value)
+        values[name] = value
+    return cls(version=version, **values)
+
+
+def encode_response(request: Request, body: Mapping[str, Any]) -> bytes:
+    """Encode a response (header + body, without the size prefix) for ``request``."""
+    spec = request.spec
+    version = request.version
+    if request.unsupported_version:
+        version = 0
+    message = build_message(spec.response_class, version, body)
+    flexible = spec.response_class.flexible_version_q(version)
+    payload = message._struct.encode(message, version=version, compact=flexible, tagged=flexible)
+    header = encode_response_header(
+        request.header.correlation_id, header_version=spec.response_header_version(version)
+    )
+    return header + bytes(payload)
+
+
+def api_versions_body(request: Request) -> dict[str, Any]:
+    """The ApiVersions answer: every key and range in SUPPORTED_APIS, or UNSUPPORTED_VERSION."""
+    keys = [
+        {"api_key": int(s.key), "min_version": s.min_version, "max_version": s.max_version}
+        for s in sorted(SUPPORTED_APIS.values(), key=lambda s: s.key)
+    ]
+    error = ErrorCode.UNSUPPORTED_VERSION if request.unsupported_version else ErrorCode.NONE
+    return {"error_code": int(error), "api_keys": keys, "throttle_time_ms": 0}
