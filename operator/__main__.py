@@ -1,0 +1,52 @@
+"""``spindle-operator run``: serve the operator against the current kubeconfig (or in-cluster).
+
+A thin front over ``kopf.run`` with the options a Spindle deployment needs; ``kopf run -m
+spindle.operator`` works too. Standalone by default (one replica; no KopfPeering CRD needed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+import kopf
+import spindle.operator  # noqa: F401  (registers the handlers)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="spindle-operator", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the operator until interrupted")
+    scope = run.add_mutually_exclusive_group()
+    scope.add_argument(
+        "-n", "--namespace", action="append", default=[], help="serve this namespace (repeatable)"
+    )
+    scope.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="serve every namespace (default)"
+    )
+    run.add_argument("--peering", metavar="NAME", help="coordinate replicas via a KopfPeering")
+    run.add_argument("--liveness", metavar="URL", help="e.g. http://0.0.0.0:8080/healthz")
+    run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    kopf.run(
+        clusterwide=not args.namespace,
+        namespaces=args.namespace,
+        standalone=args.peering is None,
+        peering_name=args.peering,
+        liveness_endpoint=args.liveness,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""kopf handlers: *when* the operator reconciles. *What* a reconcile does is ``reconcile``.
+
+A Broker is reconciled when it is created, changed or found at start-up, and again whenever
+an object it owns changes (its Pod, a claim, a LogVolume): that is how a claim becoming
+bound, a Pod starting, or a LogVolume reaching ``Empty`` (which lets a refused volume removal
+go ahead) show up in the Broker's status without polling. Reconciles of one Broker never
+overlap (one lock per Broker; kopf runs sync handlers in a thread pool).
+
+No timers or deletion handlers: either would make kopf put a finalizer on every Broker, and
+a Broker must stay deletable (its owned objects are garbage-collected) even when the
+operator is not running.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+from spindle.operator import specs
+from spindle.operator.kube import BROKERS, KubeApi, KubeError, post_event
+from spindle.operator.reconcile import reconcile_broker
+from spindle.operator.specs import SpecError
+
+_state: dict[str, KubeApi] = {}
+_locks: dict[tuple[str, str], threading.Lock] = {}
+_locks_guard = threading.Lock()
+OWNED = {"app.kubernetes.io/managed-by": specs.MANAGED_BY}
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _api() -> KubeApi:
+    if "api" not in _state:
+        _state["api"] = KubeApi.from_environment()
+    return _state["api"]
+
+
+def _lock(namespace: str, name: str) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault((namespace, name), threading.Lock())
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    """Keep kopf's bookkeeping in ``spindle.io`` annotations: the status schemas are
+    structural, so kopf's default ``status.kopf`` would be pruned by the API server."""
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="spindle.io")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="spindle.io", key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING
+    settings.execution.max_workers = 4
+    _api()
+
+
+@kopf.on.cleanup()
+def close(**_: Any) -> None:
+    api = _state.pop("api", None)
+    if api is not None:
+        api.close()
+
+
+def reconcile_by_name(
+    namespace: str, name: str, logger: logging.Logger | logging.LoggerAdapter[Any]
+) -> None:
+    """Reconcile the Broker as it is now (not as an event saw it), one at a time."""
+    api = _api()
+    with _lock(namespace, name):
+        body = api.get(BROKERS, namespace, name)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            return
+        now = _now()
+
+        def emit(type_: str, reason: str, message: str) -> None:
+            logger.info("%s %s: %s", type_, reason, message)
+            try:
+                post_event(api, body, type_=type_, reason=reason, message=message, now=now)
+            except KubeError as exc:  # an Event is a courtesy; never fail the reconcile for it
+                logger.warning("could not record event %s: %s", reason, exc)
+
+        try:
+            reconcile_broker(api, body, now=now, emit=emit)
+        except SpecError as exc:
+            emit("Warning", "InvalidSpec", str(exc))
+            raise kopf.PermanentError(str(exc)) from exc
+
+
+@kopf.on.resume(specs.GROUP, specs.VERSION, "brokers")
+@kopf.on.create(specs.GROUP, specs.VERSION, "brokers")
+@kopf.on.update(specs.GROUP, specs.VERSION, "brokers")
+def broker_changed(
+    namespace: str | None, name: str, logger: logging.Logger | logging.LoggerAdapter[Any], **_: Any
+) -> None:
+    reconcile_by_name(namespace or "default", name, logger)
+
+
+@kopf.on.event("", "v1", "pods", labels=OWNED)
+@kopf.on.event("", "v1", "persistentvolumeclaims", labels=OWNED)
+@kopf.on.event(specs.GROUP, specs.VERSION, "logvolumes", labels=OWNED)
+def owned_changed(
+    namespace: str | None,
+    labels: Mapping[str, str],
+    logger: logging.Logger | logging.LoggerAdapter[Any],
+    **_: Any,
+) -> None:
+    broker = labels.get(specs.LABEL_BROKER)
+    if broker:
+        reconcile_by_name(namespace or "default", broker, logger)

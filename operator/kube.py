@@ -1,0 +1,218 @@
+"""A small JSON client for the Kubernetes API: dicts in, dicts out, any resource.
+
+The operator's builders produce plain dicts (``specs``), so the client speaks plain dicts
+too, over the ``kubernetes`` package's authenticated connection (kubeconfig or in-cluster
+service account). Patches are JSON merge patches: lists are replaced whole, which is what
+"make the owned fields equal to the builder's" needs (strategic merge would keep a stale
+owner reference). Synchronous: kopf runs sync handlers in its thread pool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from kubernetes import client, config
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A resource type by API group, version and plural (``""`` group = core)."""
+
+    group: str
+    version: str
+    plural: str
+
+    def path(self, namespace: str, name: str | None = None, subresource: str | None = None) -> str:
+        base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
+        path = f"{base}/namespaces/{quote(namespace)}/{self.plural}"
+        if name is not None:
+            path += f"/{quote(name)}"
+        if subresource is not None:
+            path += f"/{subresource}"
+        return path
+
+
+PODS = Resource("", "v1", "pods")
+PVCS = Resource("", "v1", "persistentvolumeclaims")
+CONFIGMAPS = Resource("", "v1", "configmaps")
+SERVICES = Resource("", "v1", "services")
+BROKERS = Resource("spindle.io", "v1alpha1", "brokers")
+LOGVOLUMES = Resource("spindle.io", "v1alpha1", "logvolumes")
+
+RESOURCES_BY_KIND = {
+    "Pod": PODS,
+    "PersistentVolumeClaim": PVCS,
+    "ConfigMap": CONFIGMAPS,
+    "Service": SERVICES,
+    "Broker": BROKERS,
+    "LogVolume": LOGVOLUMES,
+}
+
+
+class KubeError(RuntimeError):
+    """A non-2xx answer from the API server, with its status code and the server's message."""
+
+    def __init__(self, method: str, path: str, status: int, body: str) -> None:
+        message = body
+        with contextlib.suppress(ValueError, AttributeError):
+            message = json.loads(body).get("message", body)
+        super().__init__(f"{method} {path}: HTTP {status}: {message}")
+        self.status = status
+        self.server_message = message
+
+
+class KubeApi:
+    """Thread-safe (one urllib3 pool) JSON access to the API server."""
+
+    def __init__(self, api_client: client.ApiClient, *, timeout: float = 30.0) -> None:
+        self._api = api_client
+        self._timeout = timeout
+
+    @classmethod
+    def from_environment(cls, *, timeout: float = 30.0) -> KubeApi:
+        """Connect like kubectl: in-cluster service account in a Pod, else ``$KUBECONFIG``."""
+        configuration = client.Configuration()
+        try:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except config.ConfigException:
+            config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        return cls(client.ApiClient(configuration), timeout=timeout)
+
+    def close(self) -> None:
+        self._api.close()  # type: ignore[no-untyped-call]
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: dict[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> Any:
+        """One API call; returns the decoded JSON answer or raises ``KubeError``."""
+        if query:
+            path = f"{path}?{urlencode(query)}"
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        _method, url, headers, serialized, _post = self._api.param_serialize(
+            method=method,
+            resource_path=path,
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = self._api.call_api(
+            method, url, header_params=headers, body=serialized, _request_timeout=self._timeout
+        )
+        data = response.read()  # type: ignore[no-untyped-call]
+        text = data.decode() if isinstance(data, bytes) else str(data or "")
+        if not 200 <= response.status < 300:
+            raise KubeError(method, path, response.status, text)
+        return json.loads(text) if text else None
+
+    def get(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
+        """The object, or ``None`` when it does not exist."""
+        try:
+            result: dict[str, Any] = self.request("GET", resource.path(namespace, name))
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return result
+
+    def list(self, resource: Resource, namespace: str, selector: str) -> list[dict[str, Any]]:
+        """Objects matching a label selector."""
+        answer = self.request("GET", resource.path(namespace), query={"labelSelector": selector})
+        items: list[dict[str, Any]] = answer.get("items") or []
+        return items
+
+    def create(self, resource: Resource, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("POST", resource.path(namespace), body=body)
+        return result
+
+    def patch(
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        patch: dict[str, Any],
+        *,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        """JSON merge patch (lists replaced whole)."""
+        result: dict[str, Any] = self.request(
+            "PATCH",
+            resource.path(namespace, name, subresource),
+            body=patch,
+            content_type="application/merge-patch+json",
+        )
+        return result
+
+    def delete(self, resource: Resource, namespace: str, name: str) -> bool:
+        """Delete in the background (dependents collected by the GC); False if already gone."""
+        try:
+            self.request(
+                "DELETE",
+                resource.path(namespace, name),
+                body={
+                    "kind": "DeleteOptions",
+                    "apiVersion": "v1",
+                    "propagationPolicy": "Background",
+                },
+            )
+        except KubeError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+
+EVENTS = Resource("", "v1", "events")
+
+
+def post_event(
+    api: KubeApi,
+    involved: dict[str, Any],
+    *,
+    type_: str,
+    reason: str,
+    message: str,
+    now: str,
+    component: str = "spindle-operator",
+) -> None:
+    """Record a core/v1 Event on ``involved`` (what ``kubectl describe`` shows)."""
+    meta = involved["metadata"]
+    stamp = now.replace("-", "").replace(":", "").replace("T", "").replace("Z", "").lower()
+    api.create(
+        EVENTS,
+        meta["namespace"],
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "generateName": f"{meta['name']}.{stamp}-",
+                "namespace": meta["namespace"],
+            },
+            "involvedObject": {
+                "apiVersion": involved["apiVersion"],
+                "kind": involved["kind"],
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid", ""),
+                "resourceVersion": meta.get("resourceVersion", ""),
+            },
+            "type": type_,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": component},
+            "reportingComponent": component,
+            "reportingInstance": component,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        },
+    )
