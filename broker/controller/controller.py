@@ -1,0 +1,320 @@
+"""Controller operations: validate a metadata change, apply it to the store, report Kafka codes.
+
+``Controller`` is what the request handlers call. ``SingleBrokerController`` serves a
+one-broker cluster, where this broker is the only replica, leader and ISR of every partition,
+so reassignments between brokers cannot happen and a log-dir-only plan completes at once. The
+multi-broker controller will implement the same protocol (lease election, LeaderAndIsr fan-out)
+over the same :class:`MetadataStore`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from spindle.broker.common.errors import ErrorCode, KafkaError
+from spindle.broker.common.ids import TopicPartition
+
+from .model import (
+    BrokerRegistration,
+    PartitionState,
+    TopicState,
+    new_topic_id,
+    plan_partitions,
+    validate_topic_name,
+)
+from .store import MetadataStore
+
+TOPIC_CONFIGS = frozenset(
+    {
+        "cleanup.policy",
+        "compression.type",
+        "delete.retention.ms",
+        "file.delete.delay.ms",
+        "flush.messages",
+        "flush.ms",
+        "follower.replication.throttled.replicas",
+        "index.interval.bytes",
+        "leader.replication.throttled.replicas",
+        "max.compaction.lag.ms",
+        "max.message.bytes",
+        "message.timestamp.type",
+        "message.timestamp.difference.max.ms",
+        "min.cleanable.dirty.ratio",
+        "min.compaction.lag.ms",
+        "min.insync.replicas",
+        "preallocate",
+        "retention.bytes",
+        "retention.ms",
+        "segment.bytes",
+        "segment.index.bytes",
+        "segment.jitter.ms",
+        "segment.ms",
+        "unclean.leader.election.enable",
+    }
+)
+"""Topic-level configs Spindle accepts (Kafka's names); others are INVALID_CONFIG."""
+
+DYNAMIC_BROKER_CONFIGS = frozenset(
+    {
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+        "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate",
+    }
+)
+"""Broker configs that can change at run time (the throttles the JBOD tools set)."""
+
+MAX_LONG = (1 << 63) - 1
+
+
+@dataclass(frozen=True)
+class ConfigChange:
+    """One IncrementalAlterConfigs operation: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT."""
+
+    name: str
+    op: int
+    value: str | None
+
+
+def apply_config_changes(
+    current: Mapping[str, str], changes: Sequence[ConfigChange], *, allowed: frozenset[str]
+) -> dict[str, str]:
+    """Pure: the config map after ``changes``; INVALID_CONFIG names the first bad change."""
+    out = dict(current)
+    for c in changes:
+        if c.name not in allowed:
+            raise KafkaError(f"config {c.name!r} cannot be altered here", ErrorCode.INVALID_CONFIG)
+        if c.op == 0:
+            if c.value is None:
+                raise KafkaError(f"SET of {c.name!r} without a value", ErrorCode.INVALID_CONFIG)
+            if c.name.endswith((".rate", ".per.second")) and not _is_long(c.value):
+                raise KafkaError(
+                    f"config {c.name!r} must be a long, got {c.value!r}", ErrorCode.INVALID_CONFIG
+                )
+            out[c.name] = c.value
+        elif c.op == 1:
+            out.pop(c.name, None)
+        elif c.op in (2, 3):
+            items = [v for v in out.get(c.name, "").split(",") if v]
+            new = [v for v in (c.value or "").split(",") if v]
+            if c.op == 2:
+                items += [v for v in new if v not in items]
+            else:
+                items = [v for v in items if v not in new]
+            out[c.name] = ",".join(items)
+        else:
+            raise KafkaError(f"unknown config operation {c.op}", ErrorCode.INVALID_REQUEST)
+    return out
+
+
+def _is_long(value: str) -> bool:
+    try:
+        return 0 <= int(value) <= MAX_LONG
+    except ValueError:
+        return False
+
+
+class Controller(Protocol):
+    """The metadata operations the request handlers need."""
+
+    store: MetadataStore
+
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        assignments: list[list[int]] | None,
+        configs: Mapping[str, str],
+        *,
+        validate_only: bool = False,
+    ) -> TopicState: ...
+
+    async def delete_topic(self, name: str) -> TopicState: ...
+
+    async def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignments: list[list[int]] | None,
+        *,
+        validate_only: bool = False,
+    ) -> None: ...
+
+    async def alter_topic_configs(
+        self, name: str, changes: Sequence[ConfigChange], *, validate_only: bool = False
+    ) -> None: ...
+
+    async def alter_broker_configs(
+        self, scope: str, changes: Sequence[ConfigChange], *, validate_only: bool = False
+    ) -> dict[str, str]: ...
+
+    async def alter_reassignment(self, tp: TopicPartition, target: list[int] | None) -> None: ...
+
+    async def assign_replica_dir(self, tp: TopicPartition, node_id: int, dir_id: str) -> None: ...
+
+    async def allocate_producer_ids(self, block_size: int) -> int: ...
+
+
+class SingleBrokerController:
+    """The controller of a one-broker cluster (this broker); see module docstring."""
+
+    def __init__(self, store: MetadataStore, *, node_id: int) -> None:
+        self.store = store
+        self.node_id = node_id
+
+    async def register(self, registration: BrokerRegistration) -> None:
+        await self.store.register_broker(registration)
+
+    def _brokers(self) -> list[int]:
+        return sorted(self.store.brokers) or [self.node_id]
+
+    def _topic(self, name: str) -> TopicState:
+        topic = self.store.topics.get(name)
+        if topic is None:
+            raise KafkaError(f"topic {name!r} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return topic
+
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        assignments: list[list[int]] | None,
+        configs: Mapping[str, str],
+        *,
+        validate_only: bool = False,
+    ) -> TopicState:
+        validate_topic_name(name)
+        if name in self.store.topics:
+            raise KafkaError(f"topic {name!r} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
+        unknown = sorted(set(configs) - TOPIC_CONFIGS)
+        if unknown:
+            raise KafkaError(f"unknown topic config {unknown[0]!r}", ErrorCode.INVALID_CONFIG)
+        if assignments:
+            num_partitions = len(assignments)
+        parts = plan_partitions(
+            first=0,
+            count=num_partitions,
+            replication_factor=replication_factor,
+            brokers=self._brokers(),
+            manual=assignments or None,
+        )
+        topic = TopicState(name, new_topic_id(), {p.partition: p for p in parts}, dict(configs))
+        if not validate_only:
+            await self.store.put_topic(topic)
+        return topic
+
+    async def delete_topic(self, name: str) -> TopicState:
+        topic = self._topic(name)
+        await self.store.delete_topic(name)
+        return topic
+
+    async def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignments: list[list[int]] | None,
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        topic = self._topic(name)
+        have = len(topic.partitions)
+        if count <= have:
+            raise KafkaError(
+                f"topic {name!r} has {have} partitions; the new count {count} must be larger",
+                ErrorCode.INVALID_PARTITIONS,
+            )
+        rf = len(next(iter(topic.partitions.values())).replicas)
+        parts = plan_partitions(
+            first=have,
+            count=count - have,
+            replication_factor=rf,
+            brokers=self._brokers(),
+            manual=assignments,
+        )
+        if validate_only:
+            return
+        new = replace(topic, partitions={**topic.partitions, **{p.partition: p for p in parts}})
+        await self.store.put_topic(new)
+
+    async def alter_topic_configs(
+        self, name: str, changes: Sequence[ConfigChange], *, validate_only: bool = False
+    ) -> None:
+        topic = self._topic(name)
+        configs = apply_config_changes(topic.configs, changes, allowed=TOPIC_CONFIGS)
+        if not validate_only and configs != topic.configs:
+            await self.store.put_topic(replace(topic, configs=configs))
+
+    async def alter_broker_configs(
+        self, scope: str, changes: Sequence[ConfigChange], *, validate_only: bool = False
+    ) -> dict[str, str]:
+        current = self.store.broker_configs.get(scope, {})
+        configs = apply_config_changes(current, changes, allowed=DYNAMIC_BROKER_CONFIGS)
+        if not validate_only and configs != current:
+            await self.store.put_broker_configs(scope, configs)
+        return configs
+
+    async def alter_reassignment(self, tp: TopicPartition, target: list[int] | None) -> None:
+        """KIP-455 on one broker: the only valid target is this broker, and it completes at once
+        (no replica is being added); a cancel finds nothing in progress."""
+        topic = self._topic(tp.topic)
+        part = topic.partitions.get(tp.partition)
+        if part is None:
+            raise KafkaError(f"partition {tp} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if target is None:
+            if not part.adding and not part.removing:
+                raise KafkaError(
+                    f"no reassignment of {tp} is in progress", ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+                )
+            return
+        if not target or len(set(target)) != len(target):
+            raise KafkaError(
+                f"target replicas {target} of {tp} are empty or repeat a broker",
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            )
+        unknown = sorted(set(target) - set(self._brokers()))
+        if unknown:
+            raise KafkaError(
+                f"target replicas of {tp} name unknown brokers {unknown}",
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            )
+        if target != part.replicas:
+            dirs = [
+                part.directories[part.replicas.index(b)] if b in part.replicas else ""
+                for b in target
+            ]
+            new_part = PartitionState(
+                partition=part.partition,
+                replicas=list(target),
+                directories=dirs,
+                leader=target[0],
+                leader_epoch=part.leader_epoch + 1,
+                partition_epoch=part.partition_epoch + 1,
+                isr=list(target),
+            )
+            await self.store.put_topic(
+                replace(topic, partitions={**topic.partitions, tp.partition: new_part})
+            )
+
+    async def assign_replica_dir(self, tp: TopicPartition, node_id: int, dir_id: str) -> None:
+        """Record which directory holds ``node_id``'s replica of ``tp`` (AssignReplicasToDirs)."""
+        topic = self.store.topics.get(tp.topic)
+        part = topic.partitions.get(tp.partition) if topic else None
+        if topic is None or part is None or node_id not in part.replicas:
+            return
+        i = part.replicas.index(node_id)
+        if part.directories[i] == dir_id:
+            return
+        dirs = list(part.directories)
+        dirs[i] = dir_id
+        await self.store.put_topic(
+            replace(
+                topic,
+                partitions={**topic.partitions, tp.partition: replace(part, directories=dirs)},
+            )
+        )
+
+    async def allocate_producer_ids(self, block_size: int) -> int:
+        return await self.store.allocate_producer_ids(block_size)

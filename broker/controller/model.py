@@ -1,0 +1,180 @@
+"""Cluster metadata records and the pure planners that build them. No I/O here.
+
+Records are plain dataclasses serialised to JSON in etcd, one key per topic (its partitions,
+assignments with directory ids, leader/ISR with epochs, ongoing reassignment, configs), one per
+broker registration and one per broker config scope. Directory ids use Kafka's Uuid text form
+(URL-safe base64 without padding, 22 characters), as DescribeLogDirs and the CLI tools show them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from spindle.broker.common.errors import ErrorCode, KafkaError
+
+
+def kafka_uuid_str(value: uuid.UUID) -> str:
+    """Kafka's ``Uuid.toString()``: URL-safe base64 of the 16 bytes, no padding."""
+    return base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")
+
+
+def parse_kafka_uuid(text: str) -> uuid.UUID:
+    """Inverse of :func:`kafka_uuid_str`; also accepts the canonical hex form."""
+    if len(text) == 22:
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
+    return uuid.UUID(text)
+
+
+UNASSIGNED_DIR = kafka_uuid_str(uuid.UUID(int=0))
+"""Kafka's ``DirectoryId.UNASSIGNED``: the broker may place the replica in any dir."""
+LOST_DIR = kafka_uuid_str(uuid.UUID(int=1))
+"""Kafka's ``DirectoryId.LOST``: the replica's directory is offline."""
+
+
+@dataclass
+class PartitionState:
+    """One partition's assignment, leadership and ongoing reassignment (KIP-455)."""
+
+    partition: int
+    replicas: list[int]
+    directories: list[str]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    isr: list[int] = field(default_factory=list)
+    adding: list[int] = field(default_factory=list)
+    removing: list[int] = field(default_factory=list)
+
+
+@dataclass
+class TopicState:
+    """One topic: its id, partitions and topic-level config overrides."""
+
+    name: str
+    topic_id: str
+    partitions: dict[int, PartitionState]
+    configs: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> bytes:
+        data = asdict(self)
+        data["partitions"] = [asdict(p) for p in self.partitions.values()]
+        return json.dumps(data, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> TopicState:
+        data: dict[str, Any] = json.loads(raw)
+        parts = {p["partition"]: PartitionState(**p) for p in data["partitions"]}
+        return cls(data["name"], data["topic_id"], parts, dict(data.get("configs", {})))
+
+
+@dataclass
+class BrokerRegistration:
+    """A live broker: where clients reach it and which directories it has (KIP-858)."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+    directories: list[str]
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> BrokerRegistration:
+        return cls(**json.loads(raw))
+
+
+_LEGAL_TOPIC = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+MAX_TOPIC_NAME = 249
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's ``Topic.validate``: 1-249 chars of ``[a-zA-Z0-9._-]``, not ``.`` or ``..``."""
+    if not name or name in (".", ".."):
+        raise KafkaError(f"topic name {name!r} is illegal", ErrorCode.INVALID_TOPIC_EXCEPTION)
+    if len(name) > MAX_TOPIC_NAME:
+        raise KafkaError(
+            f"topic name is {len(name)} characters, more than {MAX_TOPIC_NAME}",
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+        )
+    bad = sorted(set(name) - _LEGAL_TOPIC)
+    if bad:
+        raise KafkaError(
+            f"topic name {name!r} contains illegal characters {''.join(bad)!r}",
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+        )
+
+
+def plan_partitions(
+    *,
+    first: int,
+    count: int,
+    replication_factor: int,
+    brokers: list[int],
+    manual: list[list[int]] | None = None,
+) -> list[PartitionState]:
+    """Assign partitions ``first .. first+count-1`` round-robin over ``brokers`` (or as given).
+
+    Raises KafkaError with Kafka's code when the request cannot be met: too few brokers for
+    the replication factor, or a manual assignment naming unknown or duplicate brokers.
+    """
+    if count < 1:
+        raise KafkaError(
+            f"number of partitions must be at least 1, got {count}", ErrorCode.INVALID_PARTITIONS
+        )
+    known = sorted(brokers)
+    out: list[PartitionState] = []
+    if manual is not None:
+        if len(manual) != count:
+            raise KafkaError(
+                f"{len(manual)} assignments given for {count} new partitions",
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            )
+        for i, replicas in enumerate(manual):
+            if not replicas or len(set(replicas)) != len(replicas):
+                raise KafkaError(
+                    f"assignment {replicas} of partition {first + i} is empty or repeats a broker",
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                )
+            unknown = sorted(set(replicas) - set(known))
+            if unknown:
+                raise KafkaError(
+                    f"assignment of partition {first + i} names unknown brokers {unknown}",
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                )
+            out.append(_new_partition(first + i, list(replicas)))
+        return out
+    if replication_factor < 1 or replication_factor > len(known):
+        raise KafkaError(
+            f"replication factor {replication_factor} is not between 1 and the "
+            f"{len(known)} available broker(s)",
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+        )
+    for i in range(count):
+        p = first + i
+        replicas = [known[(p + r) % len(known)] for r in range(replication_factor)]
+        out.append(_new_partition(p, replicas))
+    return out
+
+
+def _new_partition(partition: int, replicas: list[int]) -> PartitionState:
+    return PartitionState(
+        partition=partition,
+        replicas=replicas,
+        directories=[UNASSIGNED_DIR] * len(replicas),
+        leader=replicas[0],
+        isr=list(replicas),
+    )
+
+
+def new_topic_id() -> str:
+    """A random topic id that is not one of Kafka's reserved ids (ZERO, METADATA)."""
+    while True:
+        value = uuid.uuid4()
+        if value.int >> 64 != 0:
+            return kafka_uuid_str(value)

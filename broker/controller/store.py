@@ -1,0 +1,140 @@
+"""The cluster metadata held in etcd, with an in-memory copy for the request path.
+
+Layout under the cluster prefix ``P`` (one JSON value per key)::
+
+    P/cluster_id               the cluster id (Kafka Uuid text), written once
+    P/brokers/<node id>        BrokerRegistration
+    P/topics/<name>            TopicState (partitions, directories, leader/ISR, reassignment)
+    P/configs/broker/<id|->    dynamic broker configs ("-" = cluster-wide default)
+    P/producer_ids/next        next producer id not handed out yet
+
+Every write is a transaction that compares the key's ``mod_revision`` with the one this store
+last saw (0 for "must not exist"), the seeds' conditional update. A failed compare means another
+controller wrote in between: the store reloads and the caller gets NOT_CONTROLLER, so a deposed
+controller can never overwrite newer metadata. Task-safe for one asyncio loop (writes are
+serialised by a lock).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+from spindle.broker.common.errors import ErrorCode, KafkaError
+
+from .etcd import Compare, Delete, EtcdClient, KeyValue, Put
+from .model import BrokerRegistration, TopicState, kafka_uuid_str
+
+
+class MetadataConflict(KafkaError):
+    """Another writer changed the metadata first; the store has reloaded."""
+
+    code = ErrorCode.NOT_CONTROLLER
+
+
+class MetadataStore:
+    """Cached, conditionally-updated cluster metadata (see module docstring)."""
+
+    def __init__(self, client: EtcdClient, *, prefix: str) -> None:
+        self._client = client
+        self._prefix = prefix.rstrip("/")
+        self._revs: dict[bytes, int] = {}
+        self.topics: dict[str, TopicState] = {}
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.broker_configs: dict[str, dict[str, str]] = {}
+        self.cluster_id: str | None = None
+        self._lock = asyncio.Lock()
+
+    def _key(self, *parts: str) -> bytes:
+        return "/".join((self._prefix, *parts)).encode()
+
+    async def load(self) -> None:
+        """Read everything under the prefix into memory."""
+        kvs, _rev = await self._client.get_prefix(self._key(""))
+        self._revs = {}
+        self.topics, self.brokers, self.broker_configs = {}, {}, {}
+        self.cluster_id = None
+        for kv in kvs:
+            self._apply(kv)
+
+    def _apply(self, kv: KeyValue) -> None:
+        self._revs[kv.key] = kv.mod_revision
+        rel = kv.key.decode()[len(self._prefix) + 1 :]
+        if rel == "cluster_id":
+            self.cluster_id = kv.value.decode()
+        elif rel.startswith("topics/"):
+            topic = TopicState.from_json(kv.value)
+            self.topics[topic.name] = topic
+        elif rel.startswith("brokers/"):
+            reg = BrokerRegistration.from_json(kv.value)
+            self.brokers[reg.node_id] = reg
+        elif rel.startswith("configs/broker/"):
+            self.broker_configs[rel.rsplit("/", 1)[1]] = json.loads(kv.value)
+
+    async def _write(self, key: bytes, value: bytes | None) -> None:
+        expected = self._revs.get(key, 0)
+        op: Put | Delete = Put(key, value) if value is not None else Delete(key)
+        ok, revision = await self._client.txn([Compare(key, expected)], [op])
+        if not ok:
+            await self.load()
+            raise MetadataConflict(f"metadata key {key.decode()} was changed by another writer")
+        if value is None:
+            self._revs.pop(key, None)
+        else:
+            self._revs[key] = revision
+
+    async def ensure_cluster_id(self, expected: str | None) -> str:
+        """Create the cluster id on first start; refuse a broker configured for another cluster."""
+        async with self._lock:
+            if self.cluster_id is None:
+                new = expected or kafka_uuid_str(uuid.uuid4())
+                await self._write(self._key("cluster_id"), new.encode())
+                self.cluster_id = new
+            if expected is not None and expected != self.cluster_id:
+                raise KafkaError(
+                    f"cluster.id {expected} does not match the id {self.cluster_id} stored in "
+                    f"etcd under {self._prefix}",
+                    ErrorCode.INVALID_REQUEST,
+                )
+            return self.cluster_id
+
+    async def put_topic(self, topic: TopicState) -> None:
+        async with self._lock:
+            await self._write(self._key("topics", topic.name), topic.to_json())
+            self.topics[topic.name] = topic
+
+    async def delete_topic(self, name: str) -> None:
+        async with self._lock:
+            await self._write(self._key("topics", name), None)
+            self.topics.pop(name, None)
+
+    async def register_broker(self, reg: BrokerRegistration) -> None:
+        async with self._lock:
+            await self._write(self._key("brokers", str(reg.node_id)), reg.to_json())
+            self.brokers[reg.node_id] = reg
+
+    async def put_broker_configs(self, scope: str, configs: dict[str, str]) -> None:
+        async with self._lock:
+            key = self._key("configs", "broker", scope)
+            await self._write(
+                key, json.dumps(configs, sort_keys=True).encode() if configs else None
+            )
+            if configs:
+                self.broker_configs[scope] = dict(configs)
+            else:
+                self.broker_configs.pop(scope, None)
+
+    async def allocate_producer_ids(self, block_size: int) -> int:
+        """Reserve ``block_size`` producer ids; return the first (Kafka hands out blocks too)."""
+        async with self._lock:
+            key = self._key("producer_ids", "next")
+            current = await self._client.get(key)
+            start = int(current.value) if current else 0
+            expected = current.mod_revision if current else 0
+            ok, _ = await self._client.txn(
+                [Compare(key, expected)], [Put(key, str(start + block_size).encode())]
+            )
+            if not ok:
+                raise MetadataConflict("producer id block was taken by another writer")
+            return start

@@ -1,0 +1,55 @@
+"""``spindle-broker --config FILE`` (also ``python -m spindle.broker``): run one broker until
+SIGTERM or SIGINT, then shut down cleanly (storage writes its clean-shutdown marker)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from .app import BrokerServer
+from .config import ConfigError, load_config, parse_properties
+
+
+async def _run(config_path: str) -> int:
+    broker_settings, storage_settings = load_config(config_path)
+    static = parse_properties(Path(config_path).read_text(encoding="utf-8"))  # noqa: ASYNC240
+    server = BrokerServer(broker_settings, storage_settings, static_configs=static)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await server.start()
+    except BaseException:
+        await server.stop()
+        raise
+    print(f"spindle-broker {broker_settings.node_id} started on port {server.port}", flush=True)
+    await stop.wait()
+    logging.getLogger(__name__).info("signal received: shutting down")
+    await server.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="spindle-broker", description=__doc__)
+    parser.add_argument("--config", required=True, help="Kafka-style .properties file")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)",
+        stream=sys.stderr,
+    )
+    try:
+        return asyncio.run(_run(args.config))
+    except ConfigError as exc:
+        print(f"spindle-broker: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""The request context and the authorizer seam.
+
+Every request carries a :class:`RequestContext` (who sent it, from where) and every handler asks
+the :class:`Authorizer` before acting, with Kafka's operation and resource names, so ACLs can be
+added later (security issue) without touching the handlers. Today the only implementation
+allows everything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+
+class Operation(Enum):
+    """Kafka's ACL operations used by the served APIs."""
+
+    READ = "Read"
+    WRITE = "Write"
+    CREATE = "Create"
+    DELETE = "Delete"
+    ALTER = "Alter"
+    DESCRIBE = "Describe"
+    DESCRIBE_CONFIGS = "DescribeConfigs"
+    ALTER_CONFIGS = "AlterConfigs"
+    IDEMPOTENT_WRITE = "IdempotentWrite"
+
+
+class ResourceType(Enum):
+    TOPIC = "Topic"
+    CLUSTER = "Cluster"
+
+
+CLUSTER_NAME = "kafka-cluster"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """Who sent a request: principal (``User:ANONYMOUS`` on PLAINTEXT), client id, address."""
+
+    principal: str
+    client_id: str | None
+    client_address: str
+    listener: str
+
+
+class Authorizer(Protocol):
+    def authorize(
+        self, ctx: RequestContext, op: Operation, resource: ResourceType, name: str
+    ) -> bool: ...
+
+
+class AllowAll:
+    """Allows every request (no ACLs yet)."""
+
+    def authorize(
+        self, ctx: RequestContext, op: Operation, resource: ResourceType, name: str
+    ) -> bool:
+        return True

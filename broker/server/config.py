@@ -1,0 +1,178 @@
+"""The broker's configuration: a Kafka ``.properties`` file, validated with pydantic at start-up.
+
+Keys are Kafka's where Kafka has one. The file is split between the broker's own settings
+(:class:`BrokerSettings`) and the storage engine's (``StorageSettings``); a key that neither knows
+is refused with its name, because a misspelt setting that is silently ignored is worse than a
+broker that does not start.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from spindle.broker.storage.settings import StorageSettings
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message names the key and the reason."""
+
+
+class Listener(BaseModel):
+    """One ``NAME://host:port`` listener."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    host: str
+    port: int
+
+
+_LISTENER = re.compile(r"^([A-Z_][A-Z0-9_]*)://\[?([^\]]*)\]?:(\d+)$")
+
+
+def parse_listeners(value: str) -> list[Listener]:
+    """Parse Kafka's ``listeners`` syntax: ``PLAINTEXT://127.0.0.1:9092,OTHER://:9093``."""
+    out: list[Listener] = []
+    for part in (p.strip() for p in value.split(",")):
+        if not part:
+            continue
+        m = _LISTENER.match(part)
+        if m is None:
+            raise ValueError(f"listener {part!r} is not NAME://host:port")
+        out.append(Listener(name=m.group(1), host=m.group(2), port=int(m.group(3))))
+    if not out:
+        raise ValueError("no listener given")
+    return out
+
+
+class BrokerSettings(BaseModel):
+    """The broker's settings other than storage (Kafka's names and defaults unless noted)."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+
+    node_id: int = Field(alias="node.id", ge=0, description="This broker's id.")
+    listeners: str = Field(
+        "PLAINTEXT://127.0.0.1:9092",
+        alias="listeners",
+        description="Where to accept connections; port 0 picks a free port.",
+    )
+    advertised_listeners: str | None = Field(
+        None,
+        alias="advertised.listeners",
+        description="What clients are told to connect to; default = listeners.",
+    )
+    broker_rack: str | None = Field(None, alias="broker.rack", description="Rack of this broker.")
+    socket_request_max_bytes: int = Field(
+        104_857_600,
+        alias="socket.request.max.bytes",
+        ge=64,
+        description="Largest request frame accepted; a larger one closes the connection.",
+    )
+    num_partitions: int = Field(
+        1, alias="num.partitions", ge=1, description="Partitions of auto-created topics."
+    )
+    default_replication_factor: int = Field(
+        1, alias="default.replication.factor", ge=1, description="RF of auto-created topics."
+    )
+    auto_create_topics_enable: bool = Field(
+        True,
+        alias="auto.create.topics.enable",
+        description="Create a topic when Metadata asks for an unknown one and allows it.",
+    )
+    etcd_endpoints: str = Field(
+        "http://127.0.0.1:2379",
+        alias="spindle.etcd.endpoints",
+        description="etcd client URL(s) holding cluster metadata (Spindle-specific).",
+    )
+    etcd_prefix: str = Field(
+        "/spindle/cluster",
+        alias="spindle.etcd.prefix",
+        description="Key prefix of this cluster's metadata in etcd (Spindle-specific).",
+    )
+    cluster_id: str | None = Field(
+        None,
+        alias="cluster.id",
+        description="Expected cluster id; the first broker of a new cluster creates one if unset.",
+    )
+    shutdown_timeout_ms: int = Field(
+        30_000,
+        alias="controlled.shutdown.timeout.ms",
+        ge=0,
+        description="How long SIGTERM waits for in-flight requests before closing connections.",
+    )
+
+    @field_validator("listeners", "advertised_listeners")
+    @classmethod
+    def _valid_listeners(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_listeners(value)
+        return value
+
+    @property
+    def listener_list(self) -> list[Listener]:
+        return parse_listeners(self.listeners)
+
+    @property
+    def advertised_listener_list(self) -> list[Listener]:
+        return parse_listeners(self.advertised_listeners or self.listeners)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java ``.properties`` text: ``key=value`` or ``key: value``, ``#``/``!`` comments,
+    backslash line continuation. Duplicate keys: the last wins, as in Java."""
+    out: dict[str, str] = {}
+    logical: list[str] = []
+    for raw in text.splitlines():
+        line = raw.strip() if not logical else raw.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            logical.append(line[:-1])
+            continue
+        logical.append(line)
+        entry = "".join(logical)
+        logical = []
+        m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", entry)
+        if m is None:
+            out[entry] = ""
+        else:
+            out[m.group(1)] = m.group(2).strip()
+    return out
+
+
+def _aliases(model: type[BaseModel]) -> set[str]:
+    return {f.alias for f in model.model_fields.values() if f.alias}
+
+
+def settings_from_properties(props: dict[str, str]) -> tuple[BrokerSettings, StorageSettings]:
+    """Split and validate properties; raise ConfigError naming the first bad or unknown key."""
+    broker_keys = _aliases(BrokerSettings)
+    storage_keys = _aliases(StorageSettings)
+    unknown = sorted(k for k in props if k not in broker_keys and k not in storage_keys)
+    if unknown:
+        raise ConfigError(
+            f"unknown configuration key {unknown[0]!r}"
+            + (f" (and {len(unknown) - 1} more: {', '.join(unknown[1:])})" if unknown[1:] else "")
+        )
+    broker_props: dict[str, Any] = {k: v for k, v in props.items() if k in broker_keys}
+    storage_props: dict[str, Any] = {k: v for k, v in props.items() if k in storage_keys}
+    try:
+        broker = BrokerSettings.model_validate(broker_props)
+        storage = StorageSettings.model_validate(storage_props)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"]) or "?"
+        raise ConfigError(f"configuration key {key!r}: {err['msg']}") from None
+    return broker, storage
+
+
+def load_config(path: str | Path) -> tuple[BrokerSettings, StorageSettings]:
+    """Read and validate a ``.properties`` file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    return settings_from_properties(parse_properties(text))
