@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
 import spindle.broker.protocol.apis  # noqa: F401  (import order matters, see docstring)
 
 CACHE_BIN = Path(os.environ.get("SPINDLE_CACHE", Path.home() / ".cache" / "spindle")) / "bin"
