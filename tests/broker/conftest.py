@@ -106,6 +106,7 @@ class Broker:
 
     def start(self, timeout: float = 60.0) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        seen = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = open(self.log_path, "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "spindle.broker", "--config", str(self.config)],
@@ -116,7 +117,7 @@ class Broker:
         log.close()
         deadline = time.monotonic() + timeout
         while True:
-            if f"started on port {self.port}" in self.log_path.read_text(errors="replace"):
+            if f"started on port {self.port}".encode() in self.log_path.read_bytes()[seen:]:
                 return
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.kill()

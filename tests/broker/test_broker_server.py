@@ -1,0 +1,253 @@
+"""The broker process as a server: config validation, framing limits, pipelining, long-poll
+fetch, ListOffsets, UNSUPPORTED_VERSION and graceful shutdown, all over real sockets."""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+)
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from spindle.broker.common.errors import ErrorCode
+from spindle.broker.records.batch import build_batch
+from spindle.broker.server.config import ConfigError, settings_from_properties
+
+from .conftest import Broker, Etcd, make_broker
+from .wire import Wire
+
+
+def _create(wire: Wire, name: str, partitions: int = 1) -> None:
+    req = CreateTopicsRequest[7](
+        topics=[
+            CreateTopicsRequest.CreatableTopic(
+                name=name,
+                num_partitions=partitions,
+                replication_factor=1,
+                assignments=[],
+                configs=[],
+            )
+        ],
+        timeout_ms=5000,
+        validate_only=False,
+    )
+    resp = wire.call(req, CreateTopicsResponse, corr=99)
+    assert resp.topics[0].error_code == 0, resp
+
+
+def _produce(topic: str, partition: int, values: list[bytes], acks: int = 1) -> ProduceRequest:
+    batch = build_batch(values)
+    return ProduceRequest[9](
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=5000,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name=topic,
+                partition_data=[
+                    ProduceRequest.TopicProduceData.PartitionProduceData(
+                        index=partition, records=batch
+                    )
+                ],
+            )
+        ],
+    )
+
+
+def test_unknown_config_key_is_refused_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"unknown configuration key 'log\.dirz'"):
+        settings_from_properties({"node.id": "1", "log.dirz": "/tmp/x"})
+    with pytest.raises(ConfigError, match=r"socket\.request\.max\.bytes"):
+        settings_from_properties(
+            {"node.id": "1", "log.dirs": "/tmp/x", "socket.request.max.bytes": "ten"}
+        )
+    cfg = tmp_path / "bad.properties"
+    cfg.write_text(
+        "node.id=1\nlog.dirs=/tmp/x\nlisteners=PLAINTEXT://127.0.0.1:0\nnot.a.kafka.key=3\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "spindle.broker", "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+    )
+    assert proc.returncode == 2
+    assert "unknown configuration key 'not.a.kafka.key'" in proc.stderr
+
+
+def test_pipelined_requests_are_answered_in_order(module_broker: Broker) -> None:
+    with Wire(module_broker.port) as wire:
+        _create(wire, "pipelined")
+        frames = b"".join(
+            Wire.encode(
+                MetadataRequest[12](topics=None, allow_auto_topic_creation=False)
+                if i % 2
+                else _produce("pipelined", 0, [f"m{i}".encode()]),
+                corr=1000 + i,
+            )
+            for i in range(20)
+        )
+        wire.send_raw(frames)
+        for i in range(20):
+            cls, version = (MetadataResponse, 12) if i % 2 else (ProduceResponse, 9)
+            resp = wire.recv(cls, version)
+            assert resp.header.correlation_id == 1000 + i
+
+
+def test_oversized_frame_closes_only_that_connection(module_broker: Broker) -> None:
+    with Wire(module_broker.port) as bad, Wire(module_broker.port) as good:
+        bad.send_raw(struct.pack(">i", 104_857_600 + 1) + b"\x00" * 16)
+        assert bad.is_closed_by_peer()
+        resp = good.call(
+            ApiVersionsRequest[3](client_software_name="t", client_software_version="1"),
+            ApiVersionsResponse,
+        )
+        assert resp.error_code == 0
+    assert "larger than socket.request.max.bytes" in module_broker.log_text()
+
+
+def test_api_versions_too_new_gets_unsupported_version_in_v0(module_broker: Broker) -> None:
+    with Wire(module_broker.port) as wire:
+        # header v2 for ApiVersions v7 (unknown to the broker), then an unreadable body
+        raw = struct.pack(">hhih", 18, 7, 55, 3) + b"cli" + b"\x00" + b"\x99\x98"
+        wire.send_raw(struct.pack(">i", len(raw)) + raw)
+        payload = wire.recv_frame()
+        assert struct.unpack(">i", payload[:4])[0] == 55
+        resp = ApiVersionsResponse.decode(payload[4:], version=0)
+        assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION
+        assert any(k.api_key == 35 and k.max_version == 4 for k in resp.api_keys)
+
+
+def test_unsupported_produce_version_closes_the_connection(module_broker: Broker) -> None:
+    with Wire(module_broker.port) as wire:
+        raw = struct.pack(">hhih", 0, 99, 1, 1) + b"c" + b"\x00" * 10
+        wire.send_raw(struct.pack(">i", len(raw)) + raw)
+        assert wire.is_closed_by_peer()
+
+
+def test_long_poll_fetch_returns_when_data_arrives(module_broker: Broker) -> None:
+    with Wire(module_broker.port) as fetcher, Wire(module_broker.port) as producer:
+        _create(producer, "longpoll")
+        req = FetchRequest[12](
+            replica_id=-1,
+            max_wait_ms=30_000,
+            min_bytes=1,
+            max_bytes=1 << 20,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[
+                FetchRequest.FetchTopic(
+                    topic="longpoll",
+                    partitions=[
+                        FetchRequest.FetchTopic.FetchPartition(
+                            partition=0,
+                            current_leader_epoch=-1,
+                            fetch_offset=0,
+                            last_fetched_epoch=-1,
+                            log_start_offset=-1,
+                            partition_max_bytes=1 << 20,
+                        )
+                    ],
+                )
+            ],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        fetcher.send(req, corr=7)
+        done = threading.Event()
+        result: list[object] = []
+
+        def wait() -> None:
+            result.append(fetcher.recv(FetchResponse, 12))
+            done.set()
+
+        t = threading.Thread(target=wait)
+        t.start()
+        assert not done.wait(0.5), "fetch with min_bytes=1 answered before any data existed"
+        producer.call(_produce("longpoll", 0, [b"hello"]), ProduceResponse)
+        t.join(30)
+        resp = result[0]
+        part = resp.responses[0].partitions[0]  # type: ignore[attr-defined]
+        assert part.error_code == 0
+        assert part.high_watermark == 1
+        assert b"hello" in part.records
+
+
+def test_list_offsets_earliest_and_latest(module_broker: Broker) -> None:
+    with Wire(module_broker.port) as wire:
+        _create(wire, "offsets")
+        for i in range(3):
+            wire.call(_produce("offsets", 0, [b"a", b"b"]), ProduceResponse, corr=i)
+        answers = {}
+        for ts in (-2, -1):
+            req = ListOffsetsRequest[7](
+                replica_id=-1,
+                isolation_level=0,
+                topics=[
+                    ListOffsetsRequest.ListOffsetsTopic(
+                        name="offsets",
+                        partitions=[
+                            ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                                partition_index=0, current_leader_epoch=-1, timestamp=ts
+                            )
+                        ],
+                    )
+                ],
+            )
+            part = wire.call(req, ListOffsetsResponse).topics[0].partitions[0]
+            assert part.error_code == 0
+            answers[ts] = part.offset
+        assert answers == {-2: 0, -1: 6}
+
+
+def test_sigterm_shuts_down_cleanly_and_data_survives_restart(tmp_path: Path, etcd: Etcd) -> None:
+    broker = make_broker(tmp_path, etcd, dirs=2)
+    broker.start()
+    try:
+        with Wire(broker.port) as wire:
+            _create(wire, "durable", partitions=2)
+            for p in (0, 1):
+                resp = wire.call(_produce("durable", p, [b"x" * 100] * 10), ProduceResponse)
+                assert resp.responses[0].partition_responses[0].error_code == 0
+        assert broker.stop() == 0
+        for d in broker.log_dirs:
+            assert os.path.exists(os.path.join(d, ".kafka_cleanshutdown")), d
+        broker.start()
+        with Wire(broker.port) as wire:
+            req = ListOffsetsRequest[7](
+                replica_id=-1,
+                isolation_level=0,
+                topics=[
+                    ListOffsetsRequest.ListOffsetsTopic(
+                        name="durable",
+                        partitions=[
+                            ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                                partition_index=p, current_leader_epoch=-1, timestamp=-1
+                            )
+                            for p in (0, 1)
+                        ],
+                    )
+                ],
+            )
+            parts = wire.call(req, ListOffsetsResponse).topics[0].partitions
+            assert [p.offset for p in parts] == [10, 10]
+    finally:
+        broker.stop()
