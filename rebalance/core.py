@@ -1,0 +1,615 @@
+"""The sequential core: a greedy that walks only the replicas it moves.
+
+Why greedy and why this order: every byte moved is a byte copied over a network or a disk, so
+the planner first computes how much must leave each broker and each directory (the bands of
+the soft goals, the hard capacity limit, the directories that must be emptied) and then moves
+the largest replica that does not overshoot what is still needed ("best fit"), from the
+fullest directory of the giving broker to the emptiest directory of the taking one. Moving
+across brokers that way also evens out the directories on both ends, so brokers and disks are
+planned in one pass; what remains inside a broker is fixed by moves between its own disks,
+which cost no network. Replica and leader counts are evened last with the smallest replicas.
+
+Rules kept at every step (never checked only at the end):
+  - a replica moves at most once (``moved``);
+  - a destination directory is Active, in scope, and stays under the capacity threshold;
+  - a destination broker holds no other replica of the partition, and its rack holds fewer
+    than ``max_per_rack`` of them;
+  - the replica keeps its position in the replica list, so order and leadership are kept.
+
+Deterministic: every choice is an argmin/argmax over arrays in index order, so ties go to the
+lowest index; the same snapshot gives the same moves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from spindle.rebalance.model import ACTIVE, Cluster, Goals, SnapshotError
+from spindle.rebalance.prepare import Prepared, hosting_racks, rack_limits
+from spindle.rebalance.scope import Request, Scope
+
+#: How many candidate replicas of one directory are tried before giving up on it for a need.
+TRIES = 24
+
+
+@dataclass(kw_only=True)
+class Outcome:
+    """The core's result: where each replica ends, and what could not be done."""
+
+    cur_broker: np.ndarray
+    cur_dir: np.ndarray
+    moved: np.ndarray
+    #: Goals (hard or soft) that were not met, with why.
+    unmet: list[dict[str, object]] = field(default_factory=list)
+    #: Hard-goal failures: the plan must be refused.
+    hard_failures: list[str] = field(default_factory=list)
+    capped: bool = False
+
+
+class Planner:
+    """Mutable planning state over one cluster. Not thread-safe; one instance per plan."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        prepared: Prepared,
+        scope: Scope,
+        *,
+        goals: Goals,
+        request: Request,
+    ) -> None:
+        self.c = cluster
+        self.p = prepared
+        self.s = scope
+        self.g = goals
+        self.req = request
+        n_b = cluster.n_brokers
+        self.size = cluster.rep_size
+        self.size_f = cluster.rep_size.astype(np.float64)
+        self.cur_b = cluster.rep_broker.copy()
+        self.cur_d = cluster.rep_dir.copy()
+        self.moved = np.zeros(cluster.n_replicas, bool)
+        self.dir_b = cluster.dir_broker
+        self.dir_rack = cluster.broker_rack[cluster.dir_broker]
+        self.total = cluster.dir_total.astype(np.float64)
+        self.hard = goals.capacity_threshold * self.total
+        self.hosting = scope.hosting
+        self.active = scope.hosting & (cluster.dir_state == ACTIVE)
+        self.recv = scope.receivable.copy()
+
+        ext = cluster.dir_external().astype(np.float64)
+        self.dir_load: np.ndarray = np.where(self.hosting, prepared.dir_rep_bytes + ext, 0.0)
+        self.b_load: np.ndarray = np.bincount(self.dir_b, weights=self.dir_load, minlength=n_b)
+        self.b_cap: np.ndarray = np.bincount(
+            self.dir_b, weights=self.total * self.hosting, minlength=n_b
+        )
+        self.b_hard: np.ndarray = np.bincount(
+            self.dir_b, weights=self.hard * self.hosting, minlength=n_b
+        )
+        self.a_load: np.ndarray = np.bincount(
+            self.dir_b, weights=self.dir_load * self.active, minlength=n_b
+        )
+        self.a_cap: np.ndarray = np.bincount(
+            self.dir_b, weights=self.total * self.active, minlength=n_b
+        )
+        self.b_reps = np.bincount(
+            self.dir_b, weights=prepared.dir_reps * self.hosting, minlength=n_b
+        ).astype(np.int64)
+        self.b_leaders = np.bincount(
+            self.dir_b, weights=prepared.dir_leaders * self.hosting, minlength=n_b
+        ).astype(np.int64)
+
+        # Cluster-wide targets. Bytes and counts of replicas that must find a new home are
+        # part of the totals: they will land somewhere.
+        stuck_offline = ~self.hosting & ~scope.evacuate
+        rep_stuck = stuck_offline[cluster.rep_dir]
+        placed_bytes = float(self.size_f[~rep_stuck].sum()) + float(ext[self.hosting].sum())
+        self.host_b = self.b_cap > 0
+        cap_sum = float(self.b_cap.sum())
+        self.mean_util = placed_bytes / cap_sum if cap_sum > 0 else 0.0
+        bb = goals.broker_balance
+        self.b_hi: np.ndarray = np.minimum(bb * self.mean_util * self.b_cap, self.b_hard)
+        self.b_lo: np.ndarray = np.minimum((2 - bb) * self.mean_util * self.b_cap, self.b_hi)
+        n_host = max(int(self.host_b.sum()), 1)
+        mean_reps = int((~rep_stuck).sum()) / n_host
+        mean_leaders = int((cluster.rep_leader & ~rep_stuck).sum()) / n_host
+        self.c_hi = int(np.ceil(goals.replica_balance * mean_reps))
+        self.c_lo = int(np.floor((2 - goals.replica_balance) * mean_reps))
+        self.l_hi = int(np.ceil(goals.leader_balance * mean_leaders))
+        self.l_lo = int(np.floor((2 - goals.leader_balance) * mean_leaders))
+
+        self.n_racks = hosting_racks(cluster, scope)
+        self.rack_limit = rack_limits(np.diff(cluster.part_start), self.n_racks)
+        self.dirs_of = [np.flatnonzero(self.dir_b == b) for b in range(n_b)]
+        self.neg_sorted = -self.size[prepared.order]
+        self.n_moves = 0
+        self.bytes_moved = 0
+        self.capped = False
+        self.unmet: list[dict[str, object]] = []
+        self.hard_failures: list[str] = []
+        self._bad_b = np.zeros(n_b, bool)
+        self._bad_rack = np.zeros(len(cluster.racks), bool)
+
+    # ----------------------------------------------------------------- bookkeeping
+
+    def _budget_allows(self, r: int) -> bool:
+        req = self.req
+        if req.max_moves is not None and self.n_moves + 1 > req.max_moves:
+            self.capped = True
+            return False
+        if req.max_bytes is not None and self.bytes_moved + int(self.size[r]) > req.max_bytes:
+            self.capped = True
+            return False
+        return True
+
+    def _apply(self, r: int, d: int) -> None:
+        s = self.size_f[r]
+        d0 = int(self.cur_d[r])
+        b0 = int(self.cur_b[r])
+        b = int(self.dir_b[d])
+        leader = bool(self.c.rep_leader[r])
+        if self.hosting[d0]:
+            self.dir_load[d0] -= s
+            self.b_load[b0] -= s
+            if self.active[d0]:
+                self.a_load[b0] -= s
+            self.b_reps[b0] -= 1
+            self.b_leaders[b0] -= leader
+        self.dir_load[d] += s
+        self.b_load[b] += s
+        self.a_load[b] += s
+        self.b_reps[b] += 1
+        self.b_leaders[b] += leader
+        self.cur_d[r] = d
+        self.cur_b[r] = b
+        self.moved[r] = True
+        self.n_moves += 1
+        self.bytes_moved += int(self.size[r])
+
+    # ----------------------------------------------------------------- destinations
+
+    def _cross_mask(self, r: int) -> np.ndarray:
+        """Directories on other brokers that may take replica r under the hard rules."""
+        p = int(self.c.rep_part[r])
+        lo, hi = int(self.c.part_start[p]), int(self.c.part_start[p + 1])
+        members = self.cur_b[lo:hi]
+        self._bad_b[members] = True
+        ok = self.recv & ~self._bad_b[self.dir_b]
+        self._bad_b[members] = False
+        if self.g.rack_aware:
+            others = np.delete(members, r - lo)
+            if len(others):
+                racks, counts = np.unique(self.c.broker_rack[others], return_counts=True)
+                full = racks[counts >= self.rack_limit[p]]
+                if len(full):
+                    self._bad_rack[full] = True
+                    ok &= ~self._bad_rack[self.dir_rack]
+                    self._bad_rack[full] = False
+        ok &= self.dir_load + self.size_f[r] <= self.hard
+        return ok
+
+    def _dir_hi(self, d: np.ndarray, add: float) -> np.ndarray:
+        """Upper band of directories d if ``add`` bytes land on their broker's Active dirs."""
+        b = self.dir_b[d]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            u = np.nan_to_num((self.a_load[b] + add) / self.a_cap[b])
+            if self.s.balance_brokers:
+                # A broker being filled ends at least at its lower band; judging its first
+                # arrivals against today's (near-empty) mean would refuse them all.
+                u = np.maximum(u, np.nan_to_num(self.b_lo[b] / self.b_cap[b]))
+        return np.asarray(np.minimum(self.hard[d], self.g.disk_balance * u * self.total[d]))
+
+    def dest_cross(
+        self, r: int, *, strict: bool, only_broker: int = -1, goal: str = "bytes"
+    ) -> int:
+        """Best directory on another broker for r, or -1. ``strict``: the destination broker and
+        directory stay inside their bands (and count bands), as balancing moves must; otherwise
+        the bands only rank the choices (evacuations must go somewhere)."""
+        ok = self._cross_mask(r)
+        if only_broker >= 0:
+            ok &= self.dir_b == only_broker
+        cand = np.flatnonzero(ok)
+        if len(cand) == 0:
+            return -1
+        s = self.size_f[r]
+        b = self.dir_b[cand]
+        b_after = self.b_load[b] + s
+        in_band = b_after <= self.b_hi[b]
+        dir_after = self.dir_load[cand] + s
+        dir_in = dir_after <= self._dir_hi(cand, s)
+        reps_ok = self.b_reps[b] + 1 <= self.c_hi
+        lead_ok = ~np.bool_(self.c.rep_leader[r]) | (self.b_leaders[b] + 1 <= self.l_hi)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            util = np.nan_to_num(b_after / self.b_cap[b])
+            dutil = dir_after / self.total[cand]
+        if goal == "bytes":
+            score = util + 1e-3 * dutil
+        elif goal == "reps":
+            score = self.b_reps[b] / max(self.c_hi, 1) + 1e-3 * util
+        else:
+            score = self.b_leaders[b] / max(self.l_hi, 1) + 1e-3 * util
+        if strict:
+            keep = in_band & dir_in
+            if self.s.balance_counts:
+                keep &= reps_ok & lead_ok
+            if not keep.any():
+                return -1
+            score = np.where(keep, score, np.inf)
+        else:
+            score = score + 10.0 * ~in_band + 1.0 * ~dir_in + 0.5 * ~reps_ok + 0.5 * ~lead_ok
+        return int(cand[int(np.argmin(score))])
+
+    def dest_intra(self, r: int, *, strict: bool) -> int:
+        """Best other directory on r's own broker, or -1."""
+        b = int(self.cur_b[r])
+        if not self.s.intra_ok[b]:
+            return -1
+        cand = self.dirs_of[b]
+        s = self.size_f[r]
+        after = self.dir_load[cand] + s
+        ok = self.recv[cand] & (cand != self.cur_d[r]) & (after <= self.hard[cand])
+        if strict:
+            add = 0.0 if self.active[int(self.cur_d[r])] else s
+            ok &= after <= self._dir_hi(cand, add)
+        if not ok.any():
+            return -1
+        util = np.where(ok, after / self.total[cand], np.inf)
+        return int(cand[int(np.argmin(util))])
+
+    # ----------------------------------------------------------------- picking sources
+
+    def shed(self, d: int, need: float, dest: object, *, floor_room: float) -> int:
+        """Move one replica off directory d: the largest not above ``need``, else the smallest
+        above it if at most ``floor_room`` bytes may leave. ``dest(r) -> dir`` places it.
+        Returns the replica moved, or -1."""
+        lo, hi = int(self.p.dir_start[d]), int(self.p.dir_start[d + 1])
+        if hi == lo:
+            return -1
+        neg = self.neg_sorted[lo:hi]
+        order = self.p.order
+        start = lo + int(np.searchsorted(neg, -need, side="left"))
+        tries = 0
+        for i in range(start, hi):
+            r = int(order[i])
+            if self.moved[r] or self.cur_d[r] != d:
+                continue
+            tries += 1
+            if tries > TRIES:
+                break
+            target = dest(r)  # type: ignore[operator]
+            if target >= 0 and self._budget_allows(r):
+                self._apply(r, target)
+                return r
+        tries = 0
+        for i in range(start - 1, lo - 1, -1):
+            r = int(order[i])
+            if self.moved[r] or self.cur_d[r] != d:
+                continue
+            if self.size_f[r] > floor_room:
+                break
+            tries += 1
+            if tries > TRIES:
+                break
+            target = dest(r)  # type: ignore[operator]
+            if target >= 0 and self._budget_allows(r):
+                self._apply(r, target)
+                return r
+        return -1
+
+    # ----------------------------------------------------------------- phases
+
+    def evacuate(self) -> None:
+        """Every replica on a directory that must be emptied gets a new home, largest first
+        (first-fit decreasing packs best). Inside the broker when allowed and the broker is not
+        over its band; else on another broker."""
+        reps = np.flatnonzero(self.s.evacuate[self.cur_d])
+        reps = reps[np.lexsort((reps, -self.size[reps]))]
+        balance = self.s.balance_brokers
+        for r in reps.tolist():
+            d0 = int(self.cur_d[r])
+            b0 = int(self.cur_b[r])
+            target = -1
+            if not self.s.must_leave_broker[d0] and self.s.intra_ok[b0]:
+                fits = not balance or self.b_load[b0] + self.size_f[r] <= self.b_hi[b0]
+                if fits:
+                    target = self.dest_intra(r, strict=True)
+                    if target < 0:
+                        target = self.dest_intra(r, strict=False)
+            if target < 0 and self.s.cross_ok:
+                target = self.dest_cross(r, strict=False)
+            if target < 0 and not self.s.must_leave_broker[d0] and self.s.intra_ok[b0]:
+                target = self.dest_intra(r, strict=False)
+            if target < 0:
+                self.hard_failures.append(
+                    f"{self._name(r)} on broker {self.c.broker_ids[b0]} dir "
+                    f"{self.c.dir_path[d0]} must move (dir {self._state(d0)}) but no directory "
+                    "can take it without breaking a hard rule (capacity, rack, one replica "
+                    "per broker)"
+                )
+                continue
+            if not self._budget_allows(r):
+                self.unmet.append({"goal": "evacuate", "why": "stopped by --max-moves/--max-bytes"})
+                return
+            self._apply(r, target)
+
+    def fix_racks(self) -> None:
+        """Partitions with two replicas on one rack (when racks allow) move the smallest
+        non-leader replica of the crowded rack to a rack that has room."""
+        for p in self.p.rack_violations.tolist():
+            lo, hi = int(self.c.part_start[p]), int(self.c.part_start[p + 1])
+            while True:
+                racks = self.c.broker_rack[self.cur_b[lo:hi]]
+                uniq, counts = np.unique(racks, return_counts=True)
+                crowded = uniq[counts > self.rack_limit[p]]
+                if len(crowded) == 0:
+                    break
+                on = [r for r in range(lo, hi) if racks[r - lo] == crowded[0] and not self.moved[r]]
+                on.sort(key=lambda r: (bool(self.c.rep_leader[r]), r))
+                done = False
+                for r in on:
+                    target = self.dest_cross(r, strict=False)
+                    if target >= 0 and self._budget_allows(r):
+                        self._apply(r, target)
+                        done = True
+                        break
+                if not done:
+                    if not self.capped:
+                        self.hard_failures.append(
+                            f"{self._name(lo)}: replicas share rack "
+                            f"{self.c.racks[int(crowded[0])]!r} and no broker on another rack "
+                            "can take one"
+                        )
+                    break
+
+    def _fullest_dirs(self, b: int, skip: set[int]) -> list[int]:
+        dirs = [int(d) for d in self.dirs_of[b] if self.hosting[d] and int(d) not in skip]
+        dirs.sort(key=lambda d: (-self.dir_load[d] / self.total[d], d))
+        return dirs
+
+    def balance_broker_bytes(self) -> None:
+        """Brokers above their band give to brokers below it (or with room), then brokers below
+        the band take from the fullest brokers."""
+        stuck: set[int] = set()
+        while not self.capped:
+            excess = np.where(self.host_b, self.b_load - self.b_hi, 0.0)
+            excess[list(stuck)] = 0.0
+            b = int(np.argmax(excess / np.maximum(self.b_cap, 1.0)))
+            if excess[b] <= 0:
+                break
+            floor_room = float(self.b_load[b] - self.b_lo[b])
+            if self._shed_broker(b, float(excess[b]), floor_room, only_broker=-1) < 0:
+                stuck.add(b)
+        stuck.clear()
+        while not self.capped:
+            deficit = np.where(self.host_b & self.recv_broker(), self.b_lo - self.b_load, 0.0)
+            deficit[list(stuck)] = 0.0
+            b = int(np.argmax(deficit / np.maximum(self.b_cap, 1.0)))
+            if deficit[b] <= 0:
+                break
+            moved = -1
+            with np.errstate(invalid="ignore", divide="ignore"):
+                util = np.where(self.host_b, self.b_load / self.b_cap, -np.inf)
+            for donor in np.argsort(-util, kind="stable").tolist():
+                slack = float(self.b_load[donor] - self.b_lo[donor])
+                if donor == b or slack <= 0 or not self.host_b[donor]:
+                    continue
+                need = min(float(deficit[b]), slack)
+                room = min(float(self.b_hi[b] - self.b_load[b]), slack)
+                moved = self._shed_broker(donor, need, room, only_broker=b)
+                if moved >= 0:
+                    break
+            if moved < 0:
+                stuck.add(b)
+
+    def recv_broker(self) -> np.ndarray:
+        out = np.zeros(self.c.n_brokers, bool)
+        out[self.dir_b[self.recv]] = True
+        return out
+
+    def _shed_broker(self, b: int, need: float, floor_room: float, *, only_broker: int) -> int:
+        for d in self._fullest_dirs(b, set()):
+            r = self.shed(
+                d,
+                need,
+                lambda r: self.dest_cross(r, strict=True, only_broker=only_broker),
+                floor_room=floor_room,
+            )
+            if r >= 0:
+                return r
+        return -1
+
+    def balance_disks(self) -> None:
+        """Inside each broker: directories above their band (or the capacity threshold) give to
+        the emptiest directories; directories below their band take from the fullest."""
+        db = self.g.disk_balance
+        for b in range(self.c.n_brokers):
+            if not self.s.intra_ok[b] or self.a_cap[b] <= 0:
+                continue
+            dirs = [int(d) for d in self.dirs_of[b] if self.hosting[d]]
+            stuck: set[int] = set()
+            while not self.capped:
+                u = self.a_load[b] / self.a_cap[b]
+                hi = {d: self._hi_one(d, u) for d in dirs}
+                excess = {d: self.dir_load[d] - hi[d] for d in dirs if d not in stuck}
+                d = max(excess, key=lambda k: (excess[k] / self.total[k], -k), default=-1)
+                if d < 0 or excess[d] <= 0:
+                    break
+                lo = (2 - db) * u * self.total[d] if self.active[d] else 0.0
+                r = self.shed(
+                    d,
+                    float(excess[d]),
+                    lambda r: self.dest_intra(r, strict=True),
+                    floor_room=float(self.dir_load[d] - lo),
+                )
+                if r < 0 and self.dir_load[d] > self.hard[d] and self.s.cross_ok:
+                    r = self.shed(
+                        d,
+                        float(self.dir_load[d] - self.hard[d]),
+                        lambda r: self.dest_cross(r, strict=False),
+                        floor_room=float(self.dir_load[d]),
+                    )
+                if r < 0:
+                    stuck.add(d)
+            stuck.clear()
+            while not self.capped:
+                u = self.a_load[b] / self.a_cap[b]
+                deficit = {
+                    d: (2 - db) * u * self.total[d] - self.dir_load[d]
+                    for d in dirs
+                    if self.recv[d] and d not in stuck
+                }
+                d = max(deficit, key=lambda k: (deficit[k] / self.total[k], -k), default=-1)
+                if d < 0 or deficit[d] <= 0:
+                    break
+                moved = -1
+                for donor in self._fullest_dirs(b, {d}):
+                    lo_donor = (2 - db) * u * self.total[donor] if self.active[donor] else 0.0
+                    slack = float(self.dir_load[donor] - lo_donor)
+                    if slack <= 0:
+                        continue
+                    room = min(slack, float(self._hi_one(d, u) - self.dir_load[d]))
+                    target = d
+                    moved = self.shed(
+                        donor,
+                        min(float(deficit[d]), slack),
+                        lambda r, t=target: (
+                            t if self.dir_load[t] + self.size_f[r] <= self.hard[t] else -1
+                        ),
+                        floor_room=room,
+                    )
+                    if moved >= 0:
+                        break
+                if moved < 0:
+                    stuck.add(d)
+
+    def _hi_one(self, d: int, u: float) -> float:
+        if not self.active[d]:
+            return float(self.hard[d])
+        return float(min(self.hard[d], self.g.disk_balance * u * self.total[d]))
+
+    def balance_counts(self, *, leaders: bool) -> None:
+        """Brokers above the replica (or leader) count band hand their smallest replicas to the
+        brokers with the fewest, staying inside the byte bands; brokers below take likewise."""
+        goal = "leaders" if leaders else "reps"
+        count = self.b_leaders if leaders else self.b_reps
+        hi_c, lo_c = (self.l_hi, self.l_lo) if leaders else (self.c_hi, self.c_lo)
+        recv_b = self.recv_broker()
+        stuck: set[int] = set()
+        for phase in ("excess", "deficit"):
+            stuck.clear()
+            while not self.capped:
+                if phase == "excess":
+                    over = np.where(self.host_b, count - hi_c, 0)
+                else:
+                    over = np.where(self.host_b & recv_b, lo_c - count, 0)
+                over[list(stuck)] = 0
+                b = int(np.argmax(over))
+                if over[b] <= 0:
+                    break
+                if phase == "excess":
+                    ok = self._give_small(b, goal, only_broker=-1, leaders=leaders)
+                else:
+                    ok = False
+                    for donor in np.argsort(-count, kind="stable").tolist():
+                        if donor == b or count[donor] - 1 < lo_c:
+                            break
+                        if self._give_small(donor, goal, only_broker=b, leaders=leaders):
+                            ok = True
+                            break
+                if not ok:
+                    stuck.add(b)
+
+    def _give_small(self, b: int, goal: str, *, only_broker: int, leaders: bool) -> bool:
+        mine = np.flatnonzero((self.cur_b == b) & ~self.moved & self.hosting[self.cur_d])
+        if leaders:
+            mine = mine[self.c.rep_leader[mine]]
+        mine = mine[np.lexsort((mine, self.size[mine]))]
+        floor_room = float(self.b_load[b] - self.b_lo[b])
+        tries = 0
+        for r in mine.tolist():
+            if self.size_f[r] > floor_room:
+                break
+            d0 = int(self.cur_d[r])
+            if self.active[d0]:
+                u = (self.a_load[b] - self.size_f[r]) / max(self.a_cap[b], 1.0)
+                if (
+                    self.dir_load[d0] - self.size_f[r]
+                    < (2 - self.g.disk_balance) * u * self.total[d0]
+                ):
+                    continue
+            if leaders and self.b_reps[b] - 1 < self.c_lo:
+                return False
+            tries += 1
+            if tries > TRIES:
+                return False
+            target = self.dest_cross(r, strict=True, only_broker=only_broker, goal=goal)
+            if target >= 0 and self._budget_allows(r):
+                self._apply(r, target)
+                return True
+        return False
+
+    # ----------------------------------------------------------------- driver
+
+    def run(self) -> Outcome:
+        self.evacuate()
+        if self.s.fix_racks and not self.capped:
+            self.fix_racks()
+        if self.s.balance_brokers and self.s.cross_ok and not self.capped:
+            self.balance_broker_bytes()
+        if self.s.balance_disks and not self.capped:
+            self.balance_disks()
+        if self.s.balance_counts and self.s.cross_ok and not self.capped:
+            self.balance_counts(leaders=False)
+            self.balance_counts(leaders=True)
+        if self.s.balance_disks and not self.capped:
+            self.balance_disks()
+        if self.capped:
+            self.unmet.append(
+                {"goal": "caps", "why": "--max-moves/--max-bytes reached; planning stopped"}
+            )
+        self._check_capacity()
+        return Outcome(
+            cur_broker=self.cur_b,
+            cur_dir=self.cur_d,
+            moved=self.moved,
+            unmet=self.unmet,
+            hard_failures=self.hard_failures,
+            capped=self.capped,
+        )
+
+    def _check_capacity(self) -> None:
+        over = np.flatnonzero(self.hosting & (self.dir_load > self.hard + 0.5))
+        fixes = self.s.balance_disks
+        for d in over.tolist():
+            what = (
+                f"broker {self.c.broker_ids[self.dir_b[d]]} dir {self.c.dir_path[d]} ends at "
+                f"{self.dir_load[d] / self.total[d]:.3f} of its size, above the capacity "
+                f"threshold {self.g.capacity_threshold}"
+            )
+            if fixes and not self.capped:
+                self.hard_failures.append(what + "; no replica could be moved off it")
+            else:
+                self.unmet.append(
+                    {"goal": "capacity", "why": what + f" (not in {self.s.mode}'s scope)"}
+                )
+
+    # ----------------------------------------------------------------- names
+
+    def _name(self, r: int) -> str:
+        p = int(self.c.rep_part[r])
+        return f"{self.c.part_topic[p]}-{int(self.c.part_num[p])}"
+
+    def _state(self, d: int) -> str:
+        from spindle.rebalance.model import STATES
+
+        return STATES[int(self.c.dir_state[d])] if not self.s.evacuate[d] else "to be emptied"
+
+
+def plan_core(
+    cluster: Cluster, prepared: Prepared, scope: Scope, *, goals: Goals, request: Request
+) -> Outcome:
+    """Run the greedy; raise nothing (the caller turns hard failures into a refused plan)."""
+    if cluster.n_replicas and prepared.order.shape[0] != cluster.n_replicas:
+        raise SnapshotError("prepared order does not cover every replica")
+    return Planner(cluster, prepared, scope, goals=goals, request=request).run()

@@ -1,0 +1,171 @@
+"""Synthetic clusters skewed like real ones, for tests and benchmarks.
+
+Why these shapes: a planner looks good on uniform data and fails on real clusters, where a
+few topics hold most bytes (Zipf-distributed topic sizes, plus "hot" topics several times
+larger still), partitions of one topic differ in size, disks of one broker differ in size
+(JBOD grown over time), Kafka placed replicas by count (round robin across racks, fewest
+partitions per directory) not by bytes, some brokers joined late and are nearly empty, and a
+few directories are Offline or being drained. Deterministic for a seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from spindle.rebalance.model import ACTIVE, DRAINING, OFFLINE, Cluster
+
+
+@dataclass(frozen=True, kw_only=True)
+class Shape:
+    """Knobs of a synthetic cluster; defaults give a moderately unbalanced cluster."""
+
+    brokers: int = 6
+    disks: int = 2  # per broker
+    replicas: int = 300  # approximate; rounded to whole partitions
+    replication: int = 3
+    racks: int = 3
+    zipf: float = 1.1  # topic size exponent
+    hot_topics: int = 2
+    hot_factor: float = 4.0
+    new_brokers: int = 0  # brokers added recently: they hold almost nothing
+    offline_dirs: int = 0
+    draining_dirs: int = 0
+    disk_sizes: tuple[float, ...] = (1.0, 1.5, 2.0)  # relative sizes of JBOD disks
+    target_utilisation: float = 0.5  # cluster mean
+    external: float = 0.01  # up to this fraction of a disk used by other files
+    seed: int = 0
+
+
+def generate(shape: Shape) -> Cluster:
+    """Build a cluster of the given shape."""
+    rng = np.random.default_rng(shape.seed)
+    n_b = shape.brokers
+    if n_b < 1 or shape.disks < 1:
+        raise ValueError("need at least one broker and one disk")
+    rf = min(shape.replication, n_b)
+    n_racks = max(1, min(shape.racks, n_b))
+    broker_ids = np.arange(1, n_b + 1, dtype=np.int64)
+    broker_rack = (np.arange(n_b) % n_racks).astype(np.int32)
+
+    n_parts = max(1, shape.replicas // rf)
+    n_topics = max(1, n_parts // 24)
+    weights = rng.dirichlet(np.ones(n_topics)) * 0.5 + 0.5 / n_topics
+    per_topic = np.maximum(1, np.round(weights * n_parts / weights.sum())).astype(np.int64)
+    per_topic[-1] = max(1, per_topic[-1] + n_parts - int(per_topic.sum()))
+    while per_topic.sum() > n_parts and per_topic.max() > 1:
+        per_topic[int(np.argmax(per_topic))] -= 1
+    n_parts = int(per_topic.sum())
+    topic_of = np.repeat(np.arange(n_topics), per_topic)
+    part_num = np.concatenate([np.arange(k) for k in per_topic]).astype(np.int64)
+
+    ranks = rng.permutation(n_topics) + 1
+    topic_bytes = 1.0 / ranks**shape.zipf
+    hot = np.argsort(ranks)[: shape.hot_topics]
+    topic_bytes[hot] *= shape.hot_factor
+    part_bytes = topic_bytes[topic_of] / per_topic[topic_of]
+    part_bytes *= rng.lognormal(0.0, 0.5, n_parts)
+
+    # Kafka-style placement: brokers interleaved by rack, round robin per topic from a random
+    # start, followers shifted; recently added brokers get nothing.
+    old = max(rf, n_b - shape.new_brokers)
+    by_rack = [[b for b in range(old) if b % n_racks == r] for r in range(n_racks)]
+    seq: list[int] = []
+    while any(by_rack):  # r0, r1, r2, r0, r1, r2, ...
+        for lst in by_rack:
+            if lst:
+                seq.append(lst.pop(0))
+    ring = np.asarray(seq, np.int64)
+    starts = rng.integers(0, old, n_topics)
+    first = (starts[topic_of] + part_num) % old
+    spread = max(old // n_racks, 1)
+    shift = (part_num // old) % spread
+    pos = np.empty((n_parts, rf), np.int64)
+    pos[:, 0] = first
+    for j in range(1, rf):
+        pos[:, j] = (first + j + n_racks * shift) % old
+    brokers = ring[pos]
+    _repair(brokers, broker_rack, n_racks, old)
+
+    # Directory: Kafka puts a new replica on the broker's directory with fewest partitions.
+    flat_b = brokers.reshape(-1)
+    order = np.argsort(flat_b, kind="stable")
+    counts = np.bincount(flat_b, minlength=n_b)
+    starts_b = np.zeros(n_b + 1, np.int64)
+    np.cumsum(counts, out=starts_b[1:])
+    rank = np.empty(len(flat_b), np.int64)
+    rank[order] = np.arange(len(flat_b)) - starts_b[flat_b[order]]
+    local_dir = rank % shape.disks
+    flat_dir = flat_b * shape.disks + local_dir
+
+    n_d = n_b * shape.disks
+    rel = rng.choice(np.asarray(shape.disk_sizes), n_d)
+    rep_bytes = np.repeat(part_bytes, rf)
+    dir_rep = np.bincount(flat_dir, weights=rep_bytes, minlength=n_d)
+    scale = dir_rep.sum() / (shape.target_utilisation * rel.sum())
+    total = rel * scale
+    # A disk the data overflows in this synthetic world is simply a bigger disk.
+    total = np.maximum(total, dir_rep / 0.95)
+    unit = 1 << 20  # bytes per synthetic unit: sizes are integers
+    norm = (1 << 40) / max(float(total.max()), 1e-9)
+    sizes = np.maximum(np.round(part_bytes * norm / unit) * unit, unit).astype(np.int64)
+    dir_total = np.round(total * norm).astype(np.int64)
+    rep_size = np.repeat(sizes, rf)
+    dir_rep_i = np.bincount(flat_dir, weights=rep_size, minlength=n_d).astype(np.int64)
+    dir_total = np.maximum(dir_total, (dir_rep_i * 1.06).astype(np.int64) + unit)
+    ext = (rng.random(n_d) * shape.external * dir_total).astype(np.int64)
+    dir_usable = np.maximum(dir_total - dir_rep_i - ext, 0)
+
+    state = np.full(n_d, ACTIVE, np.int8)
+    pick = rng.permutation(n_d)
+    state[pick[: shape.offline_dirs]] = OFFLINE
+    state[pick[shape.offline_dirs : shape.offline_dirs + shape.draining_dirs]] = DRAINING
+
+    part_start = np.arange(0, n_parts * rf + 1, rf, dtype=np.int64)
+    lead_pos = np.where(rng.random(n_parts) < 0.9, 0, rng.integers(0, rf, n_parts))
+    part_leader = brokers[np.arange(n_parts), lead_pos].astype(np.int32)
+    rep_part = np.repeat(np.arange(n_parts, dtype=np.int32), rf)
+    rep_broker = flat_b.astype(np.int32)
+    return Cluster(
+        broker_ids=broker_ids,
+        broker_rack=broker_rack,
+        racks=[f"rack-{r}" for r in range(n_racks)],
+        dir_broker=np.repeat(np.arange(n_b, dtype=np.int32), shape.disks),
+        dir_path=[f"/var/lib/spindle/data-{d % shape.disks}" for d in range(n_d)],
+        dir_state=state,
+        dir_total=dir_total,
+        dir_usable=dir_usable,
+        part_topic=[f"topic-{t:05d}" for t in topic_of.tolist()],
+        part_num=part_num,
+        part_start=part_start,
+        part_leader=part_leader,
+        rep_part=rep_part,
+        rep_broker=rep_broker,
+        rep_dir=flat_dir.astype(np.int32),
+        rep_size=rep_size,
+        rep_leader=rep_broker == part_leader[rep_part],
+    )
+
+
+def _repair(brokers: np.ndarray, rack: np.ndarray, n_racks: int, n_old: int) -> None:
+    """Fix the few rows where the shifted round robin put two replicas on one rack (racks of
+    unequal size): replace the later replica by the next broker that is on a fresh rack."""
+    rf = brokers.shape[1]
+    limit = max(1, -(-rf // n_racks))
+    racks = rack[brokers]
+    bad = np.zeros(len(brokers), bool)
+    for j in range(rf):
+        for k in range(j + 1, rf):
+            bad |= racks[:, j] == racks[:, k]
+    for i in np.flatnonzero(bad).tolist():
+        row = brokers[i]
+        for j in range(1, rf):
+            used = list(row[:j])
+            counts = np.bincount(rack[used], minlength=n_racks)
+            if counts[rack[row[j]]] < limit and row[j] not in used:
+                continue
+            for step in range(1, n_old + 1):
+                cand = (int(row[j]) + step) % n_old
+                if cand not in row[:j] and cand not in row[j + 1 :] and counts[rack[cand]] < limit:
+                    row[j] = cand
+                    break

@@ -1,0 +1,350 @@
+"""Everything computed about a placement rather than for it: the reassignment JSON, the balance
+figures, the lower bounds on bytes moved, and an independent check of the hard rules.
+
+Independent on purpose: these functions recompute loads from the final replica positions and
+share no state with the greedy, so a bookkeeping slip in the core shows up here (and in the
+tests) instead of in a cluster.
+
+Reassignment JSON, as ``kafka-reassign-partitions --execute`` reads it (Kafka KIP-113)::
+
+    {"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2, 3],
+                                   "log_dirs": ["/data-0", "any", "any"]}]}
+
+``log_dirs`` names a directory for every replica the plan moves and says ``"any"`` for the
+others: the tool sends AlterReplicaLogDirs only for named directories, so replicas that stay
+put (including ones on an Offline directory, which would answer KAFKA_STORAGE_ERROR) are not
+touched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from spindle.rebalance.model import ACTIVE, OFFLINE, STATES, Cluster, Goals
+from spindle.rebalance.prepare import hosting_racks, rack_limits
+from spindle.rebalance.scope import Scope
+
+
+def build_plan(cluster: Cluster, cur_broker: np.ndarray, cur_dir: np.ndarray) -> dict[str, Any]:
+    """Reassignment JSON listing only partitions with a replica on another broker or dir,
+    sorted by (topic, partition) so the same placement gives the same bytes."""
+    changed = (cur_broker != cluster.rep_broker) | (cur_dir != cluster.rep_dir)
+    parts = np.unique(cluster.rep_part[changed])
+    ids = cluster.broker_ids
+    entries = []
+    for p in parts.tolist():
+        lo, hi = int(cluster.part_start[p]), int(cluster.part_start[p + 1])
+        entries.append(
+            {
+                "topic": cluster.part_topic[p],
+                "partition": int(cluster.part_num[p]),
+                "replicas": [int(ids[b]) for b in cur_broker[lo:hi]],
+                "log_dirs": [
+                    cluster.dir_path[int(cur_dir[r])] if changed[r] else "any"
+                    for r in range(lo, hi)
+                ],
+            }
+        )
+    entries.sort(key=lambda e: (e["topic"], e["partition"]))
+    return {"version": 1, "partitions": entries}
+
+
+def dir_loads(cluster: Cluster, scope: Scope, cur_dir: np.ndarray) -> np.ndarray:
+    """Bytes on each directory for a placement: replicas plus external bytes; directories
+    that do not host (Offline, emptied) count their replicas only."""
+    rep = np.bincount(cur_dir, weights=cluster.rep_size, minlength=cluster.n_dirs)
+    return rep + np.where(scope.hosting, cluster.dir_external(), 0)
+
+
+def figures(
+    cluster: Cluster, scope: Scope, goals: Goals, cur_broker: np.ndarray, cur_dir: np.ndarray
+) -> dict[str, Any]:
+    """Balance figures of a placement and which soft goals it meets. Only hosting directories
+    and brokers that keep at least one count; replicas stranded on Offline dirs are left out
+    of counts (they serve nothing)."""
+    host = scope.hosting
+    load = dir_loads(cluster, scope, cur_dir)
+    total = cluster.dir_total.astype(float)
+    n_b = cluster.n_brokers
+    b_load = np.bincount(cluster.dir_broker, weights=load * host, minlength=n_b)
+    b_cap = np.bincount(cluster.dir_broker, weights=total * host, minlength=n_b)
+    hb = b_cap > 0
+    mean = float(b_load.sum() / b_cap.sum()) if b_cap.sum() else 0.0
+    util = np.divide(b_load, b_cap, out=np.zeros(n_b), where=hb)
+    active = host & (cluster.dir_state == ACTIVE)
+    a_load = np.bincount(cluster.dir_broker, weights=load * active, minlength=n_b)
+    a_cap = np.bincount(cluster.dir_broker, weights=total * active, minlength=n_b)
+    a_mean = np.divide(a_load, a_cap, out=np.zeros(n_b), where=a_cap > 0)[cluster.dir_broker]
+    d_util = np.divide(load, total, out=np.zeros(cluster.n_dirs), where=total > 0)
+    ratio = np.divide(d_util, a_mean, out=np.ones(cluster.n_dirs), where=a_mean > 0)
+    serving = host[cur_dir]
+    reps = np.bincount(cur_broker[serving], minlength=n_b)[hb]
+    leaders = np.bincount(cur_broker[serving & cluster.rep_leader], minlength=n_b)[hb]
+
+    def band(values: np.ndarray, factor: float, *, integer: bool) -> dict[str, Any]:
+        if len(values) == 0:
+            return {"mean": 0, "max": 0, "min": 0, "met": True}
+        m = float(values.mean())
+        hi = np.ceil(factor * m) if integer else factor * m
+        lo = np.floor((2 - factor) * m) if integer else (2 - factor) * m
+        tol = 0 if integer else 1e-9 * max(m, 1e-12)
+        out = int(((values > hi + tol) | (values < lo - tol)).sum())
+        return {
+            "mean": round(m, 6),
+            "max": round(float(values.max()), 6),
+            "min": round(float(values.min()), 6),
+            "maxOverMean": round(float(values.max()) / m, 6) if m else 0.0,
+            "minOverMean": round(float(values.min()) / m, 6) if m else 0.0,
+            "outOfBand": out,
+            "met": out == 0,
+        }
+
+    db = goals.disk_balance
+    disk_out = active & (a_mean > 0) & ((ratio > db + 1e-9) | (ratio < 2 - db - 1e-9))
+    over = host & (load > goals.capacity_threshold * total + 0.5)
+    return {
+        "meanUtilisation": round(mean, 6),
+        "brokerUtilisation": band(util[hb], goals.broker_balance, integer=False),
+        "diskUtilisationOverBrokerMean": {
+            "max": round(float(ratio[active].max()), 6) if active.any() else 0.0,
+            "min": round(float(ratio[active].min()), 6) if active.any() else 0.0,
+            "outOfBand": int(disk_out.sum()),
+            "met": not disk_out.any(),
+        },
+        "replicas": band(reps.astype(float), goals.replica_balance, integer=True),
+        "leaders": band(leaders.astype(float), goals.leader_balance, integer=True),
+        "dirsOverCapacityThreshold": int(over.sum()),
+        "maxDirUtilisation": round(float(d_util[host].max()), 6) if host.any() else 0.0,
+    }
+
+
+def _ternary_min(f: Any, lo: np.ndarray, hi: np.ndarray, steps: int = 80) -> np.ndarray:
+    """Minimum of convex functions f (vectorised over brokers) on [lo, hi]."""
+    a, b = lo.copy(), hi.copy()
+    for _ in range(steps):
+        m1 = a + (b - a) / 3
+        m2 = b - (b - a) / 3
+        left = f(m1) <= f(m2)
+        b = np.where(left, m2, b)
+        a = np.where(left, a, m1)
+    return np.asarray(np.minimum(np.minimum(f(a), f(lo)), f(hi)), np.float64)
+
+
+def lower_bounds(cluster: Cluster, scope: Scope, goals: Goals) -> dict[str, float]:
+    """Bytes any plan meeting the mode's goals must move, at least.
+
+    ``forced``: every replica on a directory that must be emptied moves. Balance (full mode):
+    for broker b ending with load L' inside its band, bytes leaving its hosting dirs X and
+    entering Y satisfy X >= excess_b(L') (what sits above the directories' upper bands),
+    Y >= deficit_b(L') (what is missing below the lower bands) and Y - X = L' - L_b. Summing
+    the per-broker minimum over L' of the implied bound on X (and, separately, on Y) bounds
+    the total; both functions are convex in L', so a ternary search finds the minimum. The
+    directory bands use the broker mean of Active dirs, bounded from the safe side because
+    Cordoned dirs can only lose bytes.
+    """
+    host = scope.hosting
+    total = cluster.dir_total.astype(float)
+    rep_bytes = np.bincount(cluster.rep_dir, weights=cluster.rep_size, minlength=cluster.n_dirs)
+    forced = float(rep_bytes[scope.evacuate].sum())
+    load = np.where(host, rep_bytes + cluster.dir_external(), 0.0)
+    n_b = cluster.n_brokers
+    db, bb = goals.disk_balance, goals.broker_balance
+    hard = goals.capacity_threshold * total
+    active = host & (cluster.dir_state == ACTIVE)
+    b_load = np.bincount(cluster.dir_broker, weights=load, minlength=n_b)
+    b_cap = np.bincount(cluster.dir_broker, weights=total * host, minlength=n_b)
+    b_hard = np.bincount(cluster.dir_broker, weights=hard * host, minlength=n_b)
+    stuck = (~host & ~scope.evacuate)[cluster.rep_dir]
+    placed = float(cluster.rep_size[~stuck].sum()) + float(cluster.dir_external()[host].sum())
+    mean = placed / b_cap.sum() if b_cap.sum() else 0.0
+    hi_b = np.minimum(bb * mean * b_cap, b_hard)
+    lo_b = np.minimum((2 - bb) * mean * b_cap, hi_b)
+    a_cap = np.bincount(cluster.dir_broker, weights=total * active, minlength=n_b)
+    cordoned = np.bincount(cluster.dir_broker, weights=load * (host & ~active), minlength=n_b)
+    out: dict[str, float] = {"forced": forced}
+    hb = b_cap > 0
+
+    def parts(lp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        e = np.zeros(n_b)
+        f = np.zeros(n_b)
+        u_hi = np.divide(lp, a_cap, out=np.zeros(n_b), where=a_cap > 0)
+        u_lo = np.divide(np.maximum(lp - cordoned, 0), a_cap, out=np.zeros(n_b), where=a_cap > 0)
+        d_b = cluster.dir_broker
+        hi_d = np.where(active, np.minimum(hard, db * u_hi[d_b] * total), hard)
+        lo_d = np.where(active & scope.receivable, (2 - db) * u_lo[d_b] * total, 0.0)
+        np.add.at(e, d_b, np.where(host, np.maximum(load - hi_d, 0), 0))
+        np.add.at(f, d_b, np.where(host, np.maximum(lo_d - load, 0), 0))
+        return e, f
+
+    if scope.mode == "full":
+
+        def x_bound(lp: np.ndarray) -> np.ndarray:
+            e, f = parts(lp)
+            return np.asarray(np.maximum.reduce([e, f - lp + b_load, b_load - lp, np.zeros(n_b)]))
+
+        def y_bound(lp: np.ndarray) -> np.ndarray:
+            e, f = parts(lp)
+            return np.asarray(np.maximum.reduce([f, e + lp - b_load, lp - b_load, np.zeros(n_b)]))
+
+        lo = np.where(hb, lo_b, 0.0)
+        hi = np.where(hb, hi_b, 0.0)
+        xs = _ternary_min(x_bound, lo, hi)
+        ys = _ternary_min(y_bound, lo, hi)
+        out["balance"] = max(forced + float(xs.sum()), float(ys.sum()))
+        out["crossBroker"] = max(
+            float(np.maximum(b_load - hi_b, 0)[hb].sum()),
+            float(np.maximum(lo_b - b_load, 0)[hb & _recv_b(cluster, scope)].sum()),
+        )
+        out["bytes"] = max(forced, out["balance"])
+    elif scope.mode == "intra-broker":
+        e, f = parts(
+            b_load
+            + np.bincount(cluster.dir_broker, weights=rep_bytes * scope.evacuate, minlength=n_b)
+        )
+        per_b_forced = np.bincount(
+            cluster.dir_broker, weights=rep_bytes * scope.evacuate, minlength=n_b
+        )
+        out["bytes"] = float(np.maximum(per_b_forced + e, f).sum())
+        out["crossBroker"] = 0.0
+    elif scope.mode == "add-brokers":
+        recv_b = _recv_b(cluster, scope)
+        give = float(np.maximum(b_load - hi_b, 0)[hb & ~recv_b].sum())
+        take = float(np.maximum(lo_b - b_load, 0)[hb & recv_b].sum())
+        out["bytes"] = out["crossBroker"] = max(give, take)
+    else:
+        out["bytes"] = forced
+        must = float(rep_bytes[scope.must_leave_broker].sum())
+        out["crossBroker"] = must
+    return {k: round(v, 1) for k, v in out.items()}
+
+
+def _recv_b(cluster: Cluster, scope: Scope) -> np.ndarray:
+    out = np.zeros(cluster.n_brokers, bool)
+    out[cluster.dir_broker[scope.receivable]] = True
+    return out
+
+
+def hard_violations(
+    cluster: Cluster,
+    scope: Scope,
+    goals: Goals,
+    cur_broker: np.ndarray,
+    cur_dir: np.ndarray,
+    *,
+    check_capacity: bool = True,
+) -> list[str]:
+    """Hard rules broken by the moves of a placement (pre-existing states that no move touched
+    are judged by the caller). Empty means the plan may be executed."""
+    problems: list[str] = []
+    moved = (cur_broker != cluster.rep_broker) | (cur_dir != cluster.rep_dir)
+    if (cluster.dir_broker[cur_dir] != cur_broker).any():
+        problems.append("a replica's directory is not on its broker")
+    bad_dest = moved & ~scope.receivable[cur_dir]
+    for r in np.flatnonzero(bad_dest)[:5].tolist():
+        d = int(cur_dir[r])
+        problems.append(
+            f"replica {r} placed on broker {cluster.broker_ids[cluster.dir_broker[d]]} dir "
+            f"{cluster.dir_path[d]} ({STATES[int(cluster.dir_state[d])]}, not receivable)"
+        )
+    left = scope.evacuate[cur_dir]
+    if left.any():
+        problems.append(f"{int(left.sum())} replicas remain on directories that must be emptied")
+    # One replica per broker per partition.
+    key = cluster.rep_part.astype(np.int64) * cluster.n_brokers + cur_broker
+    if len(np.unique(key)) != len(key):
+        problems.append("a broker holds two replicas of one partition")
+    if goals.rack_aware:
+        n_racks = hosting_racks(cluster, scope)
+        limits = rack_limits(np.diff(cluster.part_start), n_racks)
+        rk = (
+            cluster.rep_part.astype(np.int64) * (len(cluster.racks) + 1)
+            + cluster.broker_rack[cur_broker]
+        )
+        uniq, counts = np.unique(rk, return_counts=True)
+        part = uniq // (len(cluster.racks) + 1)
+        crowded = np.unique(part[counts > limits[part]])
+        touched = np.unique(cluster.rep_part[moved])
+        if scope.fix_racks:
+            offenders = crowded
+        else:
+            before = np.unique(
+                cluster.rep_part.astype(np.int64) * (len(cluster.racks) + 1)
+                + cluster.broker_rack[cluster.rep_broker],
+                return_counts=True,
+            )
+            was = np.unique(
+                (before[0] // (len(cluster.racks) + 1))[
+                    before[1] > limits[before[0] // (len(cluster.racks) + 1)]
+                ]
+            )
+            offenders = np.setdiff1d(np.intersect1d(crowded, touched), was)
+        for p in offenders[:5].tolist():
+            problems.append(
+                f"partition {cluster.part_topic[p]}-{int(cluster.part_num[p])} has replicas "
+                "sharing a rack although racks allow otherwise"
+            )
+    if check_capacity:
+        load = dir_loads(cluster, scope, cur_dir)
+        limit = goals.capacity_threshold * cluster.dir_total
+        received = np.zeros(cluster.n_dirs, bool)
+        received[cur_dir[moved]] = True
+        over = scope.hosting & received & (load > limit + 0.5)
+        for d in np.flatnonzero(over)[:5].tolist():
+            problems.append(
+                f"broker {cluster.broker_ids[cluster.dir_broker[d]]} dir {cluster.dir_path[d]} "
+                f"receives replicas and ends above the capacity threshold"
+            )
+    offline_dest = moved & (cluster.dir_state[cur_dir] == OFFLINE)
+    if offline_dest.any():
+        problems.append("a replica placed on an Offline directory")
+    return problems
+
+
+def per_broker_and_dir(
+    cluster: Cluster,
+    scope: Scope,
+    before: tuple[np.ndarray, np.ndarray],
+    after: tuple[np.ndarray, np.ndarray],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Usage per broker and per directory before and after, for the summary."""
+    total = cluster.dir_total.astype(float)
+    # Before the plan every non-Offline dir still holds what it holds.
+    lb = np.bincount(before[1], weights=cluster.rep_size, minlength=cluster.n_dirs) + np.where(
+        cluster.dir_state != OFFLINE, cluster.dir_external(), 0
+    )
+    la = dir_loads(cluster, scope, after[1])
+    n_b = cluster.n_brokers
+    brokers = []
+    for b in range(n_b):
+        mask = cluster.dir_broker == b
+        cap = float(total[mask].sum())
+        rb, ra = before[0] == b, after[0] == b
+        brokers.append(
+            {
+                "id": int(cluster.broker_ids[b]),
+                "bytesBefore": int(lb[mask].sum()),
+                "bytesAfter": int(la[mask].sum()),
+                "utilisationBefore": round(float(lb[mask].sum()) / cap, 6) if cap else 0.0,
+                "utilisationAfter": round(float(la[mask].sum()) / cap, 6) if cap else 0.0,
+                "replicasBefore": int(rb.sum()),
+                "replicasAfter": int(ra.sum()),
+                "leadersBefore": int((rb & cluster.rep_leader).sum()),
+                "leadersAfter": int((ra & cluster.rep_leader).sum()),
+            }
+        )
+    dirs = []
+    for d in range(cluster.n_dirs):
+        t = float(total[d])
+        dirs.append(
+            {
+                "broker": int(cluster.broker_ids[cluster.dir_broker[d]]),
+                "path": cluster.dir_path[d],
+                "state": STATES[int(cluster.dir_state[d])],
+                "bytesBefore": int(lb[d]),
+                "bytesAfter": int(la[d]),
+                "utilisationBefore": round(float(lb[d]) / t, 6) if t else 0.0,
+                "utilisationAfter": round(float(la[d]) / t, 6) if t else 0.0,
+            }
+        )
+    return brokers, dirs

@@ -1,0 +1,136 @@
+"""What a mode is allowed to touch: which directories must be emptied, which may receive
+replicas, whether replicas may change broker, and which balance goals are in play.
+
+Pure: a function of the cluster and the request, so each mode's promise ("fix-offline moves
+nothing else") is decided in one place and unit-tested without Spark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from spindle.rebalance.model import (
+    ACTIVE,
+    B8,
+    DRAINING,
+    MODES,
+    OFFLINE,
+    Cluster,
+    SnapshotError,
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Request:
+    """One planning request, as the CLI (or the operator) states it."""
+
+    #: One of ``MODES``.
+    mode: str
+    #: remove-volumes: the directories to drain, as (broker id, path). Draining dirs count too.
+    dirs: tuple[tuple[int, str], ...] = ()
+    #: remove-brokers: brokers to empty; add-brokers: the new brokers (default: empty brokers).
+    brokers: tuple[int, ...] = ()
+    #: At most this many replica moves (a replica changing broker or directory is one move).
+    max_moves: int | None = None
+    #: At most this many bytes moved (sum of the sizes of moved replicas).
+    max_bytes: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scope:
+    """The mode's reach, as masks over directories (D) and brokers (B)."""
+
+    mode: str
+    #: D: every replica here must get a new home.
+    evacuate: B8
+    #: D: replicas evacuated from here must also change broker (Offline dir, removed broker).
+    must_leave_broker: B8
+    #: D: directories that will still hold data after the plan (their bytes count in balance).
+    hosting: B8
+    #: D: directories that may receive replicas.
+    receivable: B8
+    #: B: brokers whose directories may trade replicas among themselves.
+    intra_ok: B8
+    #: Replicas may change broker at all.
+    cross_ok: bool
+    #: Balance goals this mode works on.
+    balance_brokers: bool
+    balance_disks: bool
+    balance_counts: bool
+    #: Fix partitions whose replicas share a rack although racks allow otherwise.
+    fix_racks: bool
+
+
+def build_scope(cluster: Cluster, request: Request) -> Scope:
+    """Translate a request into masks. Kafka refuses AlterReplicaLogDirs with
+    KAFKA_STORAGE_ERROR on a broker with any offline directory, so such a broker never gets an
+    intra-broker move and never receives a replica with a chosen directory.
+    """
+    mode = request.mode
+    if mode not in MODES:
+        raise SnapshotError(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
+    n_b, n_d = cluster.n_brokers, cluster.n_dirs
+    state = cluster.dir_state
+    offline = state == OFFLINE
+    draining = state == DRAINING
+    broker_has_offline = np.zeros(n_b, bool)
+    broker_has_offline[cluster.dir_broker[offline]] = True
+
+    named_brokers = np.zeros(n_b, bool)
+    for bid in request.brokers:
+        named_brokers[cluster.broker_index(bid)] = True
+    named_dirs = np.zeros(n_d, bool)
+    for bid, path in request.dirs:
+        named_dirs[cluster.dir_index(bid, path)] = True
+    if request.brokers and mode not in ("remove-brokers", "add-brokers"):
+        raise SnapshotError(f"--brokers applies to remove-brokers and add-brokers, not {mode}")
+    if request.dirs and mode != "remove-volumes":
+        raise SnapshotError(f"--dirs applies to remove-volumes, not {mode}")
+    if mode == "remove-brokers" and not named_brokers.any():
+        raise SnapshotError("remove-brokers needs --brokers naming the brokers to empty")
+
+    removed = named_brokers if mode == "remove-brokers" else np.zeros(n_b, bool)
+    on_removed = removed[cluster.dir_broker]
+    evacuate = np.zeros(n_d, bool)
+    if mode in ("full", "fix-offline"):
+        evacuate |= offline
+    if mode in ("full", "intra-broker", "remove-volumes"):
+        evacuate |= draining
+    if mode == "remove-volumes":
+        if not (named_dirs | draining).any():
+            raise SnapshotError("remove-volumes needs --dirs (or Draining directories)")
+        if (named_dirs & offline).any():
+            raise SnapshotError(
+                "remove-volumes: an Offline directory cannot be drained; use fix-offline"
+            )
+        evacuate |= named_dirs
+    if mode == "remove-brokers":
+        evacuate |= on_removed
+    must_leave = (offline | on_removed) & evacuate
+    hosting = ~offline & ~evacuate
+
+    dest_broker = ~removed & ~broker_has_offline
+    if mode == "add-brokers":
+        new = named_brokers.copy()
+        if not new.any():
+            counts = np.bincount(cluster.rep_broker, minlength=n_b)
+            new = counts == 0
+        if not new.any():
+            raise SnapshotError("add-brokers: no broker named with --brokers and none is empty")
+        dest_broker &= new
+    receivable = hosting & (state == ACTIVE) & dest_broker[cluster.dir_broker]
+    intra_ok = ~broker_has_offline & (mode in ("full", "intra-broker", "remove-volumes"))
+    return Scope(
+        mode=mode,
+        evacuate=evacuate,
+        must_leave_broker=must_leave,
+        hosting=hosting,
+        receivable=receivable,
+        intra_ok=intra_ok,
+        cross_ok=mode != "intra-broker",
+        balance_brokers=mode in ("full", "add-brokers"),
+        balance_disks=mode in ("full", "intra-broker"),
+        balance_counts=mode in ("full", "add-brokers"),
+        fix_racks=mode == "full",
+    )

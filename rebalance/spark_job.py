@@ -1,0 +1,116 @@
+"""The Spark half of the planner: the per-replica work, as DataFrame jobs.
+
+Everything that touches every replica runs here, so that on a cluster it runs on executors:
+usage aggregates per directory (bytes, replicas, leaders), the candidate order the greedy
+draws from (each directory's replicas, largest first: a range-partitioned sort), and the
+partitions that break rack awareness (a group-by over partition and rack). The driver keeps
+only the sequential greedy, which touches the replicas it moves.
+
+The same code runs under ``--master local[*]`` (tests, small clusters) and under
+``spark-submit --master k8s://...`` (the operator's job).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from spindle.rebalance.model import Cluster
+from spindle.rebalance.prepare import Prepared, hosting_racks
+from spindle.rebalance.scope import Scope
+
+
+def spark_session(master: str = "local[*]", *, shuffle_partitions: int = 8) -> Any:
+    """A SparkSession bound to loopback with the UI off (the planner serves nothing)."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master(master)
+        .appName("spindle-rebalance")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.execution.arrow.pyspark.fallback.enabled", "false")
+        .config("spark.sql.adaptive.enabled", "true")
+    )
+    if master.startswith("local"):
+        builder = builder.config("spark.driver.host", "127.0.0.1").config(
+            "spark.driver.bindAddress", "127.0.0.1"
+        )
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def replicas_frame(spark: Any, cluster: Cluster) -> Any:
+    """One row per replica; goes to Spark through Arrow (columns, not Python rows)."""
+    pdf = pd.DataFrame(
+        {
+            "rid": np.arange(cluster.n_replicas, dtype=np.int64),
+            "pid": cluster.rep_part.astype(np.int64),
+            "dir": cluster.rep_dir.astype(np.int64),
+            "rack": cluster.broker_rack[cluster.rep_broker].astype(np.int64),
+            "size": cluster.rep_size.astype(np.int64),
+            "leader": cluster.rep_leader.astype(np.int64),
+        }
+    )
+    return spark.createDataFrame(pdf)
+
+
+def prepare_spark(spark: Any, cluster: Cluster, scope: Scope) -> Prepared:
+    """Spark version of ``prepare_local``: same result, computed by DataFrame jobs."""
+    from pyspark.sql import functions as F
+
+    n_d = cluster.n_dirs
+    reps = replicas_frame(spark, cluster).cache()
+
+    usage = (
+        reps.groupBy("dir")
+        .agg(
+            F.sum("size").alias("bytes"),
+            F.count(F.lit(1)).alias("reps"),
+            F.sum("leader").alias("leaders"),
+        )
+        .toPandas()
+    )
+    idx = usage["dir"].to_numpy(np.int64)
+    dir_bytes = np.zeros(n_d, np.int64)
+    dir_reps = np.zeros(n_d, np.int64)
+    dir_leaders = np.zeros(n_d, np.int64)
+    dir_bytes[idx] = usage["bytes"].to_numpy(np.int64)
+    dir_reps[idx] = usage["reps"].to_numpy(np.int64)
+    dir_leaders[idx] = usage["leaders"].to_numpy(np.int64)
+
+    ranked = reps.select("rid", "dir", "size").orderBy(
+        F.col("dir").asc(), F.col("size").desc(), F.col("rid").asc()
+    )
+    order = ranked.select("rid").toPandas()["rid"].to_numpy(np.int64)
+    dir_start = np.zeros(n_d + 1, np.int64)
+    np.cumsum(dir_reps, out=dir_start[1:])
+
+    n_racks = max(hosting_racks(cluster, scope), 1)
+    per_rack = reps.groupBy("pid", "rack").agg(F.count(F.lit(1)).alias("on_rack"))
+    rf = reps.groupBy("pid").agg(F.count(F.lit(1)).alias("rf"))
+    limit = F.greatest(F.lit(1), F.ceil(F.col("rf") / F.lit(n_racks)))
+    bad = (
+        per_rack.join(rf, "pid")
+        .where(F.col("on_rack") > limit)
+        .select("pid")
+        .distinct()
+        .orderBy("pid")
+        .toPandas()["pid"]
+        .to_numpy(np.int32)
+    )
+    reps.unpersist()
+    return Prepared(
+        dir_rep_bytes=dir_bytes,
+        dir_reps=dir_reps,
+        dir_leaders=dir_leaders,
+        order=order,
+        dir_start=dir_start,
+        rack_violations=bad,
+    )
