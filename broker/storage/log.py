@@ -1,0 +1,614 @@
+"""One partition's log: its segments, offsets, appends, reads, roll, retention and truncation.
+
+A ``Log`` is a stable handle for a partition on this broker: when the replica mover swaps in a
+future replica from another directory, the same object adopts the new directory and segments,
+so the protocol and replication layers may keep references.
+
+Thread-safe: every method takes the partition lock (a ``threading.RLock``) except
+:meth:`append`'s validation, which runs before it. The mover copies without the lock and takes
+it only to snapshot and to swap, so appends keep flowing during a move. Every disk operation
+runs inside the failure guard of the log's directory: an ``OSError`` takes that directory
+offline and surfaces as ``KafkaStorageError``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import threading
+import uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+from spindle.broker.common.clock import Clock
+from spindle.broker.common.errors import ErrorCode, KafkaError, KafkaStorageError
+from spindle.broker.common.ids import TopicPartition
+from spindle.broker.records.batch import assign_offsets, validate
+from spindle.broker.storage.failure import LogDirFailureChannel
+from spindle.broker.storage.segment import LOG_SUFFIX, Segment, SegmentState
+from spindle.broker.storage.settings import StorageSettings
+
+_WRITE_SIDE_ERRNOS = {
+    errno.ENOSPC,
+    errno.EROFS,
+    errno.EDQUOT,
+    errno.EFBIG,
+    errno.EACCES,
+    errno.EPERM,
+    errno.ENOTDIR,
+    errno.ENOENT,
+}
+FUTURE_SUFFIX = "-future"
+DELETE_SUFFIX = "-delete"
+STRAY_SUFFIX = "-stray"
+_SUFFIXED = re.compile(r"^(?P<tp>.+)\.(?P<uuid>[0-9a-f]{32})(?P<kind>-future|-delete|-stray)$")
+
+
+def partition_dir_name(tp: TopicPartition) -> str:
+    return f"{tp.topic}-{tp.partition}"
+
+
+def suffixed_dir_name(tp: TopicPartition, suffix: str) -> str:
+    """``topic-partition.<uuid32hex><suffix>`` as Kafka names future and deleted replicas."""
+    return f"{partition_dir_name(tp)}.{uuid.uuid4().hex}{suffix}"
+
+
+def parse_dir_name(name: str) -> tuple[TopicPartition, str] | None:
+    """(topic-partition, kind) of a replica directory name; kind is ``""`` for a live replica,
+    else ``-future``/``-delete``/``-stray``. None for names that are not replica directories."""
+    kind = ""
+    match = _SUFFIXED.match(name)
+    if match:
+        name, kind = match.group("tp"), match.group("kind")
+    topic, dash, part = name.rpartition("-")
+    if not dash or not topic or not part.isdigit():
+        return None
+    return TopicPartition(topic, int(part)), kind
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """Offsets given to an appended record set."""
+
+    base_offset: int
+    last_offset: int
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadSlice:
+    """Whole batches read from one segment, plus what a fetch response reports.
+
+    ``records`` holds the bytes; ``file_path``/``position``/``length`` name the same bytes on
+    disk for a zero-copy send (valid until the segment is deleted).
+    """
+
+    records: bytes
+    file_path: str | None
+    position: int
+    length: int
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+
+
+class Log:
+    """One partition replica (live or future) in one log directory. See module docstring."""
+
+    def __init__(
+        self,
+        tp: TopicPartition,
+        dir_path: str,
+        logdir_path: str,
+        *,
+        settings: StorageSettings,
+        clock: Clock,
+        failures: LogDirFailureChannel,
+        is_future: bool = False,
+    ) -> None:
+        self.tp = tp
+        self.dir_path = dir_path
+        self.logdir_path = logdir_path
+        self.is_future = is_future
+        self.lock = threading.RLock()
+        self._settings = settings
+        self._clock = clock
+        self._failures = failures
+        self._segments: list[Segment] = []
+        self._log_start_offset = 0
+        self._high_watermark = 0
+        self.recovery_point = 0
+        self.generation = 0
+        """Bumped by truncation and by the swap; the mover restarts a copy when it changes."""
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"Log({self.tp}, {self.dir_path!r}, leo={self.log_end_offset})"
+
+    # --- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        tp: TopicPartition,
+        dir_path: str,
+        logdir_path: str,
+        *,
+        settings: StorageSettings,
+        clock: Clock,
+        failures: LogDirFailureChannel,
+        is_future: bool = False,
+        initial_offset: int = 0,
+    ) -> Log:
+        """Make the directory and an empty first segment."""
+        log = cls(
+            tp,
+            dir_path,
+            logdir_path,
+            settings=settings,
+            clock=clock,
+            failures=failures,
+            is_future=is_future,
+        )
+        with failures.guard(logdir_path, f"creating log {dir_path}"):
+            os.makedirs(dir_path, exist_ok=False)
+            log._segments.append(log._new_segment(initial_offset))
+        log._log_start_offset = initial_offset
+        log._high_watermark = initial_offset
+        log.recovery_point = initial_offset
+        return log
+
+    @classmethod
+    def load(
+        cls,
+        tp: TopicPartition,
+        dir_path: str,
+        logdir_path: str,
+        *,
+        settings: StorageSettings,
+        clock: Clock,
+        failures: LogDirFailureChannel,
+        is_future: bool,
+        recovery_point: int,
+        log_start_offset: int | None,
+        high_watermark: int | None,
+        clean: bool,
+    ) -> Log:
+        """Load an existing replica; after an unclean shutdown re-validate from the recovery
+        point (CRC included), cut a torn tail and drop any segment after it."""
+        log = cls(
+            tp,
+            dir_path,
+            logdir_path,
+            settings=settings,
+            clock=clock,
+            failures=failures,
+            is_future=is_future,
+        )
+        now = clock.wall_ms()
+        with failures.guard(logdir_path, f"loading log {dir_path}"):
+            bases = sorted(
+                int(name[: -len(LOG_SUFFIX)])
+                for name in os.listdir(dir_path)
+                if name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit()
+            )
+            for name in os.listdir(dir_path):
+                if name.endswith((".tmp", ".cleaned", ".swap")):
+                    os.unlink(os.path.join(dir_path, name))
+            truncated_at: int | None = None
+            for base in bases:
+                if truncated_at is not None:
+                    # Everything after a torn tail is unreachable: delete it like Kafka does.
+                    Segment(dir_path, base, index_interval_bytes=0, created_ms=now).delete()
+                    continue
+                # Re-validate the segment holding the recovery point and every later one.
+                recover = not clean and _next_base(bases, base) > recovery_point
+                seg, cut = Segment.load(
+                    dir_path,
+                    base,
+                    index_interval_bytes=settings.log_index_interval_bytes,
+                    recover=recover,
+                    now_ms=now,
+                )
+                log._segments.append(seg)
+                if cut:
+                    truncated_at = seg.next_offset
+            if not log._segments:
+                log._segments.append(log._new_segment(max(log_start_offset or 0, recovery_point)))
+        leo = log.log_end_offset
+        first_base = log._segments[0].base_offset
+        log._log_start_offset = min(max(log_start_offset or first_base, first_base), leo)
+        log._high_watermark = min(max(high_watermark or 0, log._log_start_offset), leo)
+        # Clean: everything was flushed at shutdown. Unclean: everything past the old recovery
+        # point was just re-validated.
+        log.recovery_point = leo
+        return log
+
+    # --- offsets ---------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, value: int) -> None:
+        """Set by replication; clamped to [log start, log end] as Kafka does."""
+        with self.lock:
+            self._high_watermark = min(max(value, self._log_start_offset), self.log_end_offset)
+
+    @property
+    def size(self) -> int:
+        """Bytes of all segments (DescribeLogDirs' PartitionSize)."""
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    def _guard(self, what: str) -> AbstractContextManager[None]:
+        return self._failures.guard(self.logdir_path, f"{what} of {self.tp} in {self.dir_path}")
+
+    def _check_usable(self) -> None:
+        if self.closed:
+            raise KafkaStorageError(f"log {self.tp} in {self.dir_path} is closed")
+        self._failures.check(self.logdir_path)
+
+    # --- appending -------------------------------------------------------------------------
+
+    def append(self, records: bytes | bytearray, *, assign_offsets_: bool = True) -> AppendResult:
+        """Append one or more v2 batches; validate all first so bad input writes nothing.
+
+        With ``assign_offsets_`` (leader) offsets continue from the log end by rewriting each
+        batch's base offset; without it (follower) the batches keep theirs, which must start
+        at the log end.
+        """
+        headers = validate(records)
+        max_batch = self._settings.message_max_bytes
+        for h in headers:
+            if h.size > max_batch:
+                raise KafkaError(
+                    f"record batch of {h.size} bytes exceeds message.max.bytes={max_batch}",
+                    ErrorCode.MESSAGE_TOO_LARGE,
+                )
+        if len(records) > self._settings.log_segment_bytes:
+            raise KafkaError(
+                f"record set of {len(records)} bytes exceeds log.segment.bytes="
+                f"{self._settings.log_segment_bytes}",
+                ErrorCode.RECORD_LIST_TOO_LARGE,
+            )
+        with self.lock:
+            self._check_usable()
+            leo = self.log_end_offset
+            if assign_offsets_:
+                data, next_offset = assign_offsets(records, headers, leo)
+                base = leo
+            else:
+                data = bytearray(records)
+                base = headers[0].base_offset
+                expected = leo
+                for h in headers:
+                    if h.base_offset < expected:
+                        raise KafkaError(
+                            f"follower append to {self.tp} at offset {h.base_offset} is below "
+                            f"the log end offset {expected}",
+                            ErrorCode.OFFSET_OUT_OF_RANGE,
+                        )
+                    expected = h.next_offset
+                next_offset = expected
+            batches = []
+            offset = base
+            for h in headers:
+                if not assign_offsets_:
+                    offset = h.base_offset
+                last = offset + h.last_offset_delta
+                batches.append((h.position, h.size, last, h.max_timestamp))
+                offset = last + 1
+            with self._guard("append"):
+                segment = self._maybe_roll(len(data), base)
+                segment.append(data, batches)
+            return AppendResult(base, next_offset - 1, self._log_start_offset)
+
+    def _new_segment(self, base_offset: int) -> Segment:
+        return Segment.create(
+            self.dir_path,
+            base_offset,
+            index_interval_bytes=self._settings.log_index_interval_bytes,
+            created_ms=self._clock.wall_ms(),
+        )
+
+    def _maybe_roll(self, incoming: int, next_offset: int) -> Segment:
+        active = self._segments[-1]
+        if active.size == 0:
+            return active
+        too_big = active.size + incoming > self._settings.log_segment_bytes
+        too_old = self._clock.wall_ms() - active.created_ms >= self._settings.log_roll_ms
+        offset_overflow = next_offset - active.base_offset > 0x7FFF_FFFF - 1
+        if not (too_big or too_old or offset_overflow):
+            return active
+        return self._roll(next_offset)
+
+    def _roll(self, base_offset: int) -> Segment:
+        active = self._segments[-1]
+        active.flush()
+        new = self._new_segment(base_offset)
+        self._segments.append(new)
+        self.recovery_point = max(self.recovery_point, active.next_offset)
+        return new
+
+    def roll(self) -> None:
+        """Start a new segment now (tests, admin); no-op if the active one is empty."""
+        with self.lock:
+            self._check_usable()
+            if self._segments[-1].size:
+                with self._guard("roll"):
+                    self._roll(self.log_end_offset)
+
+    def flush(self) -> None:
+        """fsync what is not yet durable and move the recovery point to the log end."""
+        with self.lock:
+            self._check_usable()
+            with self._guard("flush"):
+                for seg in self._segments:
+                    if seg.next_offset > self.recovery_point or seg is self._segments[-1]:
+                        seg.flush()
+            self.recovery_point = self.log_end_offset
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> ReadSlice:
+        """Whole batches from the one holding ``offset``: up to ``max_bytes`` but at least one
+        batch, none starting at or beyond ``max_offset`` (pass the high watermark for consumers).
+
+        OFFSET_OUT_OF_RANGE below the log start or beyond the log end; at the log end an empty
+        slice.
+        """
+        with self.lock:
+            self._check_usable()
+            leo = self.log_end_offset
+            if offset < self._log_start_offset or offset > leo:
+                raise KafkaError(
+                    f"offset {offset} of {self.tp} is out of range "
+                    f"[{self._log_start_offset}, {leo}]",
+                    ErrorCode.OFFSET_OUT_OF_RANGE,
+                )
+            empty = ReadSlice(b"", None, 0, 0, self._log_start_offset, leo, self._high_watermark)
+            if offset == leo or max_bytes <= 0:
+                return empty
+            with self._guard("read"):
+                for seg in self._segments_from(offset):
+                    start, base = seg.find_position(offset)
+                    if start is None:
+                        continue
+                    if max_offset is not None and base >= max_offset:
+                        return empty
+                    end = seg.slice_end(start, max_bytes, max_offset)
+                    data = seg.pread(start, end - start)
+                    return ReadSlice(
+                        data,
+                        seg.log_path,
+                        start,
+                        end - start,
+                        self._log_start_offset,
+                        leo,
+                        self._high_watermark,
+                    )
+            return empty
+
+    def _segments_from(self, offset: int) -> list[Segment]:
+        idx = 0
+        for i, seg in enumerate(self._segments):
+            if seg.base_offset <= offset:
+                idx = i
+        return self._segments[idx:]
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
+        """First offset of the first batch whose max timestamp is ≥ ``timestamp_ms`` (a scan:
+        Spindle keeps no time index); None if there is none."""
+        with self.lock:
+            self._check_usable()
+            with self._guard("timestamp lookup"):
+                for seg in self._segments:
+                    if seg.max_timestamp < timestamp_ms:
+                        continue
+                    _, batches = seg.scan(0, check_crc=False)
+                    for b in batches:
+                        if b.max_timestamp >= timestamp_ms:
+                            return max(b.base_offset, self._log_start_offset)
+        return None
+
+    # --- truncation and retention ----------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch whose last offset is ≥ ``offset`` (follower divergence)."""
+        with self.lock:
+            self._check_usable()
+            if offset >= self.log_end_offset:
+                return
+            with self._guard("truncate"):
+                while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+                    self._segments.pop().delete()
+                seg = self._segments[-1]
+                if seg.base_offset >= offset:
+                    seg.truncate_to_offset(seg.base_offset)
+                else:
+                    seg.truncate_to_offset(offset)
+            leo = self.log_end_offset
+            self._log_start_offset = min(self._log_start_offset, leo)
+            self._high_watermark = min(self._high_watermark, leo)
+            self.recovery_point = min(self.recovery_point, leo)
+            self.generation += 1
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete everything and continue at ``offset`` (follower out of range below start)."""
+        with self.lock:
+            self._check_usable()
+            with self._guard("truncate fully"):
+                for seg in self._segments:
+                    seg.delete()
+                self._segments = [self._new_segment(offset)]
+            self._log_start_offset = self._high_watermark = self.recovery_point = offset
+            self.generation += 1
+
+    def advance_log_start_offset(self, offset: int) -> None:
+        """DeleteRecords: raise the log start offset (never beyond the high watermark)."""
+        with self.lock:
+            self._check_usable()
+            if offset > self._high_watermark:
+                raise KafkaError(
+                    f"cannot move the log start offset of {self.tp} to {offset}, beyond the "
+                    f"high watermark {self._high_watermark}",
+                    ErrorCode.OFFSET_OUT_OF_RANGE,
+                )
+            self._log_start_offset = max(self._log_start_offset, offset)
+            self._delete_segments(lambda seg, nxt: nxt.base_offset <= offset)
+
+    def apply_retention(self) -> int:
+        """Delete old segments by ``log.retention.ms`` and ``log.retention.bytes``; returns the
+        number deleted. Never the active segment, never beyond the high watermark."""
+        with self.lock:
+            self._check_usable()
+            deleted = 0
+            retention_ms = self._settings.log_retention_ms
+            if retention_ms >= 0:
+                limit = self._clock.wall_ms() - retention_ms
+                deleted += self._delete_segments(lambda seg, _: seg.max_timestamp < limit)
+            retention_bytes = self._settings.log_retention_bytes
+            if retention_bytes >= 0:
+                excess = self.size - retention_bytes
+
+                def over(seg: Segment, _: Segment) -> bool:
+                    nonlocal excess
+                    if excess - seg.size < 0:
+                        return False
+                    excess -= seg.size
+                    return True
+
+                deleted += self._delete_segments(over)
+            return deleted
+
+    def _delete_segments(self, predicate: Callable[[Segment, Segment], bool]) -> int:
+        """Delete leading segments while ``predicate(seg, next)`` holds and the whole segment
+        is below the high watermark; the active segment is never deleted."""
+        count = 0
+        with self._guard("delete segments"):
+            while len(self._segments) > 1:
+                seg, nxt = self._segments[0], self._segments[1]
+                if seg.next_offset > self._high_watermark or not predicate(seg, nxt):
+                    break
+                self._segments.pop(0)
+                seg.delete()
+                count += 1
+                self._log_start_offset = max(self._log_start_offset, nxt.base_offset)
+        return count
+
+    # --- mover support ---------------------------------------------------------------------
+
+    def snapshot(self) -> tuple[int, list[SegmentState]]:
+        """(generation, segment states) under the lock, for copying without it."""
+        with self.lock:
+            self._check_usable()
+            return self.generation, [s.state() for s in self._segments]
+
+    def copy_segment_bytes(
+        self, state: SegmentState, src_fd: int, src_pos: int, length: int, *, source_logdir: str
+    ) -> None:
+        """Future log only: append ``length`` bytes of the source segment ``state`` describes.
+
+        A failed copy is blamed on the directory that failed: write-side errors (full,
+        read-only, permissions) on this one; otherwise a one-byte read of the source decides.
+        """
+        with self.lock:
+            self._check_usable()
+            self._failures.check(source_logdir)
+            try:
+                seg = self._segment_for_copy(state.base_offset)
+                seg.copy_from(src_fd, src_pos, length)
+            except OSError as exc:
+                blamed = self.logdir_path
+                if exc.errno not in _WRITE_SIDE_ERRNOS:
+                    try:
+                        os.pread(src_fd, 1, src_pos)
+                    except OSError:
+                        blamed = source_logdir
+                self._failures.mark_offline(blamed, exc)
+                raise KafkaStorageError(
+                    f"copying {self.tp} into {self.dir_path} failed: {exc}; "
+                    f"log directory {blamed} is now offline"
+                ) from exc
+
+    def adopt_segment_state(self, state: SegmentState) -> None:
+        with self.lock:
+            seg = self._segment_for_copy(state.base_offset)
+            seg.adopt_copied(state)
+
+    def _segment_for_copy(self, base_offset: int) -> Segment:
+        for seg in self._segments:
+            if seg.base_offset == base_offset:
+                return seg
+        if len(self._segments) == 1 and self._segments[0].size == 0:
+            self._segments.pop().delete()
+        seg = self._new_segment(base_offset)
+        self._segments.append(seg)
+        return seg
+
+    def segment_states(self) -> list[SegmentState]:
+        with self.lock:
+            return [s.state() for s in self._segments]
+
+    def drop_segments_except(self, keep: set[int]) -> None:
+        """Future log only: delete segments the source no longer has (retention meanwhile)."""
+        with self.lock, self._guard("drop segments"):
+            for seg in [s for s in self._segments if s.base_offset not in keep]:
+                self._segments.remove(seg)
+                seg.delete()
+            if not self._segments:
+                self._segments.append(self._new_segment(min(keep, default=0)))
+
+    def adopt(self, future: Log) -> None:
+        """Become ``future`` (already renamed to the live name): its directory and segments.
+
+        Called by the mover under this log's lock; offsets that are not in the files (log
+        start, high watermark) stay this log's.
+        """
+        for seg in self._segments:
+            seg.close()
+        self._segments = future._segments
+        future._segments = []
+        future.closed = True
+        self.dir_path = future.dir_path
+        self.logdir_path = future.logdir_path
+        self.recovery_point = self.log_end_offset
+        self.generation += 1
+
+    def rename_dir(self, new_dir: str) -> None:
+        """The directory was renamed (caller did it under the failure guard)."""
+        self.dir_path = new_dir
+        for seg in self._segments:
+            seg.rename_dir(new_dir)
+
+    def close(self) -> None:
+        with self.lock:
+            for seg in self._segments:
+                seg.close()
+            self.closed = True
+
+    def set_offsets_from(self, other: Log) -> None:
+        """A future log takes the live log's log start offset and high watermark at the swap."""
+        with self.lock:
+            self._log_start_offset = other.log_start_offset
+            self._high_watermark = other.high_watermark
+
+
+def _next_base(bases: list[int], base: int) -> int:
+    i = bases.index(base)
+    return bases[i + 1] if i + 1 < len(bases) else 1 << 62

@@ -1,0 +1,290 @@
+"""The replica mover (KIP-113): copy a live replica into a ``-future`` replica on another log
+directory while it keeps taking appends, then swap them under the partition lock.
+
+A pool of ``num.replica.alter.log.dirs.threads`` threads; each takes the lexicographically
+smallest waiting partition and moves it to completion before taking the next (Kafka's
+``ReplicaAlterLogDirsThread`` order). Segments are copied byte for byte with
+``os.copy_file_range`` (``sendfile`` as fallback) under the shared :class:`Throttle`, without
+the partition lock; the lock is held only to snapshot segment sizes and for the swap:
+
+1. future caught up (same segments, same sizes) → flush it, checkpoint its directory with the
+   live log's offsets (``caught_up``)
+2. rename live → ``topic-partition.<uuid>-delete`` (``after_live_renamed``)
+3. rename future → ``topic-partition`` (``after_future_renamed``)
+4. the live ``Log`` object adopts the future's directory and segments; ``-delete`` is deleted
+   asynchronously.
+
+A crash between any two steps is repaired at start-up by the LogManager (seed 000, "Handle
+failure…"): live + future → resume; only future → promote; ``-delete`` → delete. ``hook`` is
+called with each step's name (and ``copy_progress`` after every chunk) so crash tests can stop a
+child process exactly there.
+
+Thread-safe; all state changes go through the LogManager's lock or the partition lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from spindle.broker.common.clock import Clock
+from spindle.broker.common.errors import KafkaError, KafkaStorageError
+from spindle.broker.common.ids import TopicPartition
+from spindle.broker.storage.checkpoint import fsync_dir
+from spindle.broker.storage.log import Log, suffixed_dir_name
+from spindle.broker.storage.segment import SegmentState
+from spindle.broker.storage.throttle import Throttle
+
+if TYPE_CHECKING:
+    from spindle.broker.storage.manager import LogManager
+
+log = logging.getLogger(__name__)
+
+StepHook = Callable[[str, TopicPartition], None]
+
+SWAP_UNDER_LOCK_BYTES = 1 << 20
+"""Once a copy round leaves at most this much behind, finish it under the partition lock: with
+appends running flat out, an unlocked copy could otherwise chase the log end forever."""
+
+
+class _Restart(Exception):
+    """The source was truncated or swapped while copying: start the copy again."""
+
+
+@dataclass(eq=False)
+class MoveJob:
+    """One partition being moved to ``future``'s directory."""
+
+    tp: TopicPartition
+    future: Log
+    cancel: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+    active: bool = False
+    swapping: bool = False
+    swapped: bool = False
+
+
+class ReplicaMover:
+    """Thread pool running :class:`MoveJob`s (see module docstring)."""
+
+    def __init__(
+        self,
+        manager: LogManager,
+        *,
+        threads: int,
+        throttle: Throttle,
+        clock: Clock,
+        hook: StepHook | None = None,
+    ) -> None:
+        self._manager = manager
+        self._throttle = throttle
+        self._clock = clock
+        self._hook = hook
+        self._cond = threading.Condition()
+        self._waiting: dict[TopicPartition, MoveJob] = {}
+        self._jobs: dict[TopicPartition, MoveJob] = {}
+        self._stopped = False
+        self._threads = [
+            threading.Thread(target=self._work, name=f"replica-alter-log-dirs-{i}", daemon=True)
+            for i in range(threads)
+        ]
+        for t in self._threads:
+            t.start()
+
+    # --- control ---------------------------------------------------------------------------
+
+    def job(self, tp: TopicPartition) -> MoveJob | None:
+        with self._cond:
+            return self._jobs.get(tp)
+
+    def jobs(self) -> list[MoveJob]:
+        with self._cond:
+            return list(self._jobs.values())
+
+    def submit(self, job: MoveJob) -> None:
+        with self._cond:
+            if self._stopped:
+                raise KafkaStorageError("the replica mover is shut down")
+            self._jobs[job.tp] = job
+            self._waiting[job.tp] = job
+            self._cond.notify_all()
+
+    def detach(self, job: MoveJob) -> None:
+        """Stop ``job`` and wait until no thread works on it (its files are left alone)."""
+        job.cancel.set()
+        with self._cond:
+            self._waiting.pop(job.tp, None)
+            was_active = job.active
+            if not was_active:
+                job.done.set()
+            if self._jobs.get(job.tp) is job:
+                del self._jobs[job.tp]
+        if was_active:
+            job.done.wait()
+
+    def signal_stop(self, job: MoveJob) -> None:
+        """Ask ``job`` to stop without waiting (the failure handler may run on its thread)."""
+        job.cancel.set()
+        with self._cond:
+            self._waiting.pop(job.tp, None)
+            if self._jobs.get(job.tp) is job:
+                del self._jobs[job.tp]
+            if not job.active:
+                job.done.set()
+
+    def idle(self) -> bool:
+        with self._cond:
+            return not self._jobs
+
+    def shutdown(self) -> None:
+        """Stop every job (futures stay on disk, resumed at the next start) and the threads."""
+        with self._cond:
+            self._stopped = True
+            jobs = list(self._jobs.values())
+            self._cond.notify_all()
+        for job in jobs:
+            self.detach(job)
+        for t in self._threads:
+            t.join()
+
+    # --- threads ---------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._waiting and not self._stopped:
+                    self._cond.wait()
+                if self._stopped:
+                    return
+                tp = min(self._waiting)
+                job = self._waiting.pop(tp)
+                job.active = True
+            try:
+                self._run(job)
+            except KafkaError as exc:
+                log.warning("move of %s stopped: %s", job.tp, exc)
+            except Exception:
+                log.exception("move of %s failed", job.tp)
+            finally:
+                with self._cond:
+                    job.active = False
+                    if self._jobs.get(job.tp) is job:
+                        del self._jobs[job.tp]
+                    job.done.set()
+
+    def _step(self, name: str, tp: TopicPartition) -> None:
+        if self._hook is not None:
+            self._hook(name, tp)
+
+    def _run(self, job: MoveJob) -> None:
+        src = self._manager.get_log(job.tp)
+        if src is None:
+            return
+        fut = job.future
+        seen_generation: int | None = None
+        while not job.cancel.is_set():
+            generation, states = src.snapshot()
+            if seen_generation is not None and generation != seen_generation:
+                fut.drop_segments_except(set())
+            seen_generation = generation
+            try:
+                copied = self._copy_round(job, src, fut, states, throttled=True)
+            except _Restart:
+                fut.drop_segments_except(set())
+                seen_generation = None
+                continue
+            if copied is None:
+                return
+            if copied > SWAP_UNDER_LOCK_BYTES:
+                continue
+            if self._try_swap(job, src, fut, seen_generation):
+                return
+
+    def _copy_round(
+        self, job: MoveJob, src: Log, fut: Log, states: list[SegmentState], *, throttled: bool
+    ) -> int | None:
+        """Copy what the future lacks of ``states``; bytes copied, or None if cancelled."""
+        have = {s.base_offset: s for s in fut.segment_states()}
+        bases = {s.base_offset for s in states}
+        if any(b not in bases for b in have if have[b].size or len(have) > 1):
+            fut.drop_segments_except(bases)
+            have = {s.base_offset: s for s in fut.segment_states()}
+        copied = 0
+        failures = self._manager.failures
+        for state in states:
+            mine = have.get(state.base_offset)
+            done = mine.size if mine is not None else 0
+            if done > state.size:
+                raise _Restart()
+            if mine is not None and done == state.size and mine.next_offset == state.next_offset:
+                continue
+            with failures.guard(src.logdir_path, f"opening {state.log_path} to move {job.tp}"):
+                src_fd = os.open(state.log_path, os.O_RDONLY)
+            try:
+                pos = done
+                while pos < state.size:
+                    if job.cancel.is_set():
+                        return None
+                    n = min(self._throttle.chunk_size(), state.size - pos)
+                    if throttled:
+                        if not self._throttle.acquire(n, job.cancel):
+                            return None
+                    else:
+                        self._throttle.reserve(n)
+                    fut.copy_segment_bytes(state, src_fd, pos, n, source_logdir=src.logdir_path)
+                    pos += n
+                    copied += n
+                    self._step("copy_progress", job.tp)
+                fut.adopt_segment_state(state)
+            finally:
+                os.close(src_fd)
+        return copied
+
+    def _try_swap(self, job: MoveJob, src: Log, fut: Log, generation: int) -> bool:
+        """Finish the copy and swap under the partition lock; False to keep copying."""
+        manager = self._manager
+        failures = manager.failures
+        with src.lock:
+            current, states = src.snapshot()
+            if current != generation:
+                return False
+            if self._copy_round(job, src, fut, states, throttled=False) is None:
+                return True
+            if not manager.begin_swap(job):
+                return True
+            try:
+                fut.set_offsets_from(src)
+                with failures.guard(fut.logdir_path, f"flushing future log of {job.tp}"):
+                    fut.flush()
+                manager.checkpoint_dir(fut.logdir_path)
+                self._step("caught_up", job.tp)
+                live_path = src.dir_path
+                delete_path = os.path.join(
+                    os.path.dirname(live_path), suffixed_dir_name(job.tp, "-delete")
+                )
+                with failures.guard(src.logdir_path, f"renaming {live_path} for deletion"):
+                    os.rename(live_path, delete_path)
+                    fsync_dir(src.logdir_path)
+                src.rename_dir(delete_path)
+                self._step("after_live_renamed", job.tp)
+                new_live = os.path.join(fut.logdir_path, os.path.basename(live_path))
+                with failures.guard(fut.logdir_path, f"renaming future log of {job.tp}"):
+                    os.rename(fut.dir_path, new_live)
+                    fsync_dir(fut.logdir_path)
+                fut.rename_dir(new_live)
+                self._step("after_future_renamed", job.tp)
+                old_logdir = src.logdir_path
+                src.adopt(fut)
+                fut.is_future = False
+                job.swapped = True
+            finally:
+                manager.end_swap(job)
+        manager.schedule_delete(delete_path, old_logdir)
+        manager.checkpoint_dir(old_logdir, missing_ok=True)
+        manager.checkpoint_dir(src.logdir_path, missing_ok=True)
+        log.info("moved %s from %s to %s", job.tp, old_logdir, src.logdir_path)
+        return True

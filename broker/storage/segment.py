@@ -1,0 +1,409 @@
+"""One log segment: ``<base offset>.log`` (record batches as stored) and ``<base>.index``.
+
+File names are the segment's base offset, 20 digits zero-padded, as in Kafka
+(``LogFileUtils.java``). The offset index is Kafka's format: 8-byte entries, each a 4-byte
+offset relative to the base offset (the *last* offset of a batch) and the 4-byte file position
+of that batch, one entry every ``log.index.interval.bytes``. Lookup finds the greatest entry at or
+below the wanted offset and scans batch headers forward from its position.
+
+The index lives in memory and is written whole to ``.index`` when the segment is flushed (roll,
+checkpoint, shutdown). After a clean shutdown it is loaded; after an unclean one, segments past
+the recovery point are re-validated and their index rebuilt.
+
+Write descriptors are opened per write and closed at once, never kept: a file open for writing
+pins its mount as busy, which would stop an administrator (or a test) from remounting a failing
+disk read-only. Reads use a kept read-only descriptor.
+
+Not thread-safe: the owning :class:`Log` serializes access. Raises ``OSError`` only; the Log
+runs every call inside the failure guard.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+from dataclasses import dataclass
+
+from spindle.broker.records.batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    read_prefix,
+    valid_prefix,
+)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+_ENTRY = struct.Struct(">ii")
+_SCAN_CHUNK = 8 << 20
+_LAST_DELTA = struct.Struct(">i")
+_MAX_TS = struct.Struct(">q")
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchInfo:
+    """Where one stored batch is and which offsets it holds."""
+
+    position: int
+    size: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentState:
+    """A consistent snapshot of a segment (for the mover, which copies without the lock)."""
+
+    base_offset: int
+    size: int
+    next_offset: int
+    index: tuple[tuple[int, int], ...]
+    log_path: str
+
+
+def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+class Segment:
+    """One ``.log``/``.index`` pair of a partition log (see module docstring)."""
+
+    def __init__(
+        self, dir_path: str, base_offset: int, *, index_interval_bytes: int, created_ms: int
+    ) -> None:
+        self.dir_path = dir_path
+        self.base_offset = base_offset
+        self.log_path = os.path.join(dir_path, segment_name(base_offset) + LOG_SUFFIX)
+        self.index_path = os.path.join(dir_path, segment_name(base_offset) + INDEX_SUFFIX)
+        self.size = 0
+        self.next_offset = base_offset
+        self.created_ms = created_ms
+        self.index_interval_bytes = index_interval_bytes
+        self._index: list[tuple[int, int]] = []
+        self._bytes_since_index = 0
+        self._max_timestamp: int | None = -1
+        self._read_fd: int | None = None
+        self._index_dirty = False
+
+    def __repr__(self) -> str:
+        return f"Segment({self.log_path!r}, size={self.size}, next={self.next_offset})"
+
+    # --- life cycle ------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls, dir_path: str, base_offset: int, *, index_interval_bytes: int, created_ms: int
+    ) -> Segment:
+        seg = cls(
+            dir_path, base_offset, index_interval_bytes=index_interval_bytes, created_ms=created_ms
+        )
+        fd = os.open(seg.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.close(fd)
+        seg._index_dirty = True
+        return seg
+
+    @classmethod
+    def load(
+        cls,
+        dir_path: str,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        recover: bool,
+        now_ms: int,
+    ) -> tuple[Segment, int]:
+        """Open an existing segment; with ``recover`` re-validate every batch (CRC included)
+        and cut a torn or corrupt tail. Returns the segment and the bytes truncated."""
+        seg = cls(
+            dir_path, base_offset, index_interval_bytes=index_interval_bytes, created_ms=now_ms
+        )
+        file_size = os.stat(seg.log_path).st_size
+        seg.size = file_size
+        truncated = 0
+        if recover or not seg._load_index(file_size):
+            valid_end = seg._rebuild(0, check_crc=recover)
+            if valid_end < file_size:
+                truncated = file_size - valid_end
+                os.truncate(seg.log_path, valid_end)
+                seg.size = valid_end
+            seg._index_dirty = True
+            seg.flush()
+        else:
+            start = seg._index[-1][1] if seg._index else 0
+            end, batches = seg.scan(start, check_crc=False)
+            if end != file_size:
+                # The trusted part does not end on a batch boundary: re-validate all of it.
+                seg._index.clear()
+                valid_end = seg._rebuild(0, check_crc=True)
+                truncated = file_size - valid_end
+                os.truncate(seg.log_path, valid_end)
+                seg.size = valid_end
+                seg._index_dirty = True
+                seg.flush()
+            elif batches:
+                seg.next_offset = batches[-1].last_offset + 1
+            seg._max_timestamp = None  # computed on demand (retention by time)
+        first = seg.read_first_batch()
+        if first is not None:
+            seg.created_ms = first.max_timestamp
+        return seg, truncated
+
+    def _load_index(self, file_size: int) -> bool:
+        """Load ``.index``; False if missing or inconsistent (the caller rebuilds it)."""
+        try:
+            with open(self.index_path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            return file_size == 0
+        if len(raw) % _ENTRY.size:
+            return False
+        entries: list[tuple[int, int]] = []
+        last_offset, last_pos = -1, -1
+        for rel, pos in _ENTRY.iter_unpack(raw):
+            offset = self.base_offset + rel
+            if offset <= last_offset or pos <= last_pos or pos >= file_size:
+                return False
+            entries.append((offset, pos))
+            last_offset, last_pos = offset, pos
+        self._index = entries
+        self.next_offset = (entries[-1][0] + 1) if entries else self.base_offset
+        return True
+
+    def _rebuild(self, start: int, *, check_crc: bool) -> int:
+        """Rebuild index, next offset and max timestamp from the batches; returns valid end."""
+        end, batches = self.scan(start, check_crc=check_crc)
+        self._index.clear()
+        self._bytes_since_index = 0
+        self._max_timestamp = -1
+        self.next_offset = self.base_offset
+        for b in batches:
+            self._note_batch(b.position, b.size, b.last_offset, b.max_timestamp)
+        return end
+
+    def close(self) -> None:
+        if self._read_fd is not None:
+            fd, self._read_fd = self._read_fd, None
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def delete(self) -> None:
+        self.close()
+        for path in (self.log_path, self.index_path):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+    def rename_dir(self, new_dir: str) -> None:
+        """Follow a rename of the partition directory (descriptors stay valid)."""
+        self.dir_path = new_dir
+        self.log_path = os.path.join(new_dir, os.path.basename(self.log_path))
+        self.index_path = os.path.join(new_dir, os.path.basename(self.index_path))
+
+    # --- writing ---------------------------------------------------------------------------
+
+    def _note_batch(self, position: int, size: int, last_offset: int, max_ts: int) -> None:
+        if not self._index or self._bytes_since_index >= self.index_interval_bytes:
+            self._index.append((last_offset, position))
+            self._bytes_since_index = 0
+            self._index_dirty = True
+        self._bytes_since_index += size
+        self.next_offset = last_offset + 1
+        if self._max_timestamp is not None and max_ts > self._max_timestamp:
+            self._max_timestamp = max_ts
+
+    def append(self, data: bytes | bytearray, batches: list[tuple[int, int, int, int]]) -> None:
+        """Append whole batches; ``batches`` = (position in data, size, last offset, max ts)."""
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND)
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+        start = self.size
+        self.size += len(data)
+        for pos, size, last, ts in batches:
+            self._note_batch(start + pos, size, last, ts)
+
+    def copy_from(self, src_fd: int, src_pos: int, length: int) -> None:
+        """Append ``length`` bytes of another file with zero-copy calls (mover).
+
+        Does not update offsets or the index: :meth:`adopt_copied` does, once whole batches
+        have arrived.
+        """
+        fd = os.open(self.log_path, os.O_WRONLY)
+        try:
+            dst_pos = os.fstat(fd).st_size
+            remaining = length
+            while remaining > 0:
+                try:
+                    n = os.copy_file_range(src_fd, fd, remaining, src_pos, dst_pos)
+                except OSError as exc:
+                    if exc.errno not in (18, 38, 95, 22):  # EXDEV, ENOSYS, EOPNOTSUPP, EINVAL
+                        raise
+                    n = _copy_fallback(src_fd, fd, src_pos, dst_pos, remaining)
+                if n == 0:
+                    raise OSError(
+                        5, f"source ended {remaining} bytes early copying into {self.log_path}"
+                    )
+                src_pos += n
+                dst_pos += n
+                remaining -= n
+        finally:
+            os.close(fd)
+
+    def adopt_copied(self, state: SegmentState) -> None:
+        """After copying up to ``state.size``, take the source's offsets and index entries."""
+        self.size = state.size
+        self.next_offset = state.next_offset
+        self._index = list(state.index)
+        self._index_dirty = True
+        self._max_timestamp = None
+
+    def truncate_to_offset(self, offset: int) -> int:
+        """Drop batches whose last offset is ≥ ``offset``; returns the new next offset."""
+        position, _ = self.find_position(offset)
+        if position is None or position >= self.size:
+            return self.next_offset
+        os.truncate(self.log_path, position)
+        self.size = position
+        self._rebuild(0, check_crc=False)
+        self._index_dirty = True
+        return self.next_offset
+
+    def flush(self) -> None:
+        """Make the data and the index durable."""
+        if self._index_dirty:
+            raw = b"".join(_ENTRY.pack(o - self.base_offset, p) for o, p in self._index)
+            fd = os.open(self.index_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                _write_all(fd, raw)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._index_dirty = False
+        os.fsync(self._fd())
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def _fd(self) -> int:
+        if self._read_fd is None:
+            self._read_fd = os.open(self.log_path, os.O_RDONLY)
+        return self._read_fd
+
+    def pread(self, position: int, length: int) -> bytes:
+        return os.pread(self._fd(), length, position)
+
+    def scan(self, start: int, *, check_crc: bool) -> tuple[int, list[BatchInfo]]:
+        """Whole valid batches from ``start``: (end of the last valid one, their infos)."""
+        fd = self._fd()
+        end = os.fstat(fd).st_size
+        pos = start
+        out: list[BatchInfo] = []
+        while pos < end:
+            buf = os.pread(fd, min(_SCAN_CHUNK, end - pos), pos)
+            n, headers = valid_prefix(buf, check_crc=check_crc)
+            if n == 0 and len(buf) >= LOG_OVERHEAD:
+                _, size = read_prefix(buf)
+                if len(buf) < size <= end - pos:
+                    buf = os.pread(fd, size, pos)
+                    n, headers = valid_prefix(buf, check_crc=check_crc)
+            if n == 0:
+                break
+            out += [
+                BatchInfo(pos + h.position, h.size, h.base_offset, h.last_offset, h.max_timestamp)
+                for h in headers
+            ]
+            pos += n
+        return pos, out
+
+    def read_first_batch(self) -> BatchInfo | None:
+        if self.size < HEADER_SIZE:
+            return None
+        _, batches = self._headers_from(0, limit=1)
+        return batches[0] if batches else None
+
+    def _headers_from(self, position: int, *, limit: int) -> tuple[int, list[BatchInfo]]:
+        """Up to ``limit`` batch infos from ``position`` reading only their headers."""
+        out: list[BatchInfo] = []
+        while position < self.size and len(out) < limit:
+            head = self.pread(position, HEADER_SIZE)
+            if len(head) < HEADER_SIZE:
+                break
+            base, size = read_prefix(head)
+            (delta,) = _LAST_DELTA.unpack_from(head, 23)
+            (max_ts,) = _MAX_TS.unpack_from(head, 35)
+            out.append(BatchInfo(position, size, base, base + delta, max_ts))
+            position += size
+        return position, out
+
+    @property
+    def max_timestamp(self) -> int:
+        """Largest record timestamp in the segment (scans headers once after a load)."""
+        if self._max_timestamp is None:
+            _, batches = self.scan(0, check_crc=False)
+            self._max_timestamp = max((b.max_timestamp for b in batches), default=-1)
+        return self._max_timestamp
+
+    def lookup(self, offset: int) -> int:
+        """File position of the greatest indexed batch whose last offset is ≤ ``offset``."""
+        lo, hi = 0, len(self._index) - 1
+        best = 0
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            if self._index[mid][0] <= offset:
+                best = self._index[mid][1]
+                lo = mid + 1
+            else:
+                hi = mid - 1
+        return best
+
+    def find_position(self, offset: int) -> tuple[int | None, int]:
+        """(position, base offset) of the first batch whose last offset is ≥ ``offset``."""
+        position = self.lookup(offset)
+        while position < self.size:
+            head = self.pread(position, 27)
+            if len(head) < 27:
+                break
+            base, size = read_prefix(head)
+            (delta,) = _LAST_DELTA.unpack_from(head, 23)
+            if base + delta >= offset:
+                return position, base
+            position += size
+        return None, self.next_offset
+
+    def slice_end(self, start: int, max_bytes: int, max_offset: int | None) -> int:
+        """End of the whole batches from ``start`` fitting ``max_bytes`` (at least one batch,
+        as Kafka returns an oversized first batch whole) and starting below ``max_offset``."""
+        end = start
+        while end < self.size:
+            head = self.pread(end, LOG_OVERHEAD)
+            base, size = read_prefix(head)
+            if max_offset is not None and base >= max_offset:
+                break
+            if end > start and end + size - start > max_bytes:
+                break
+            end += size
+            if end - start >= max_bytes:
+                break
+        return end
+
+    def state(self) -> SegmentState:
+        return SegmentState(
+            self.base_offset, self.size, self.next_offset, tuple(self._index), self.log_path
+        )
+
+
+def _copy_fallback(src_fd: int, dst_fd: int, src_pos: int, dst_pos: int, length: int) -> int:
+    """Copy when ``copy_file_range`` is unsupported: ``sendfile`` (dst at its end), else read/write."""
+    os.lseek(dst_fd, dst_pos, os.SEEK_SET)
+    try:
+        return os.sendfile(dst_fd, src_fd, src_pos, length)
+    except OSError:
+        data = os.pread(src_fd, min(length, 1 << 20), src_pos)
+        return os.pwrite(dst_fd, data, dst_pos)

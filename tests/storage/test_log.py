@@ -1,0 +1,212 @@
+"""Partition logs: appends, reads, roll, retention, truncation, recovery of a torn tail."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import pytest
+from spindle.broker.common.errors import ErrorCode, KafkaError
+from spindle.broker.common.ids import TopicPartition
+from spindle.broker.records.batch import build_batch, validate
+from spindle.broker.storage import LogManager
+
+from .conftest import FakeClock, crash
+
+TP = TopicPartition("orders", 0)
+Opener = Callable[..., LogManager]
+
+
+def _batches(log_read: bytes) -> list[tuple[int, int]]:
+    return [(h.base_offset, h.last_offset) for h in validate(log_read)]
+
+
+def test_appends_get_consecutive_offsets_and_read_back_byte_for_byte(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    log = open_manager(dirs).get_or_create_log(TP)
+    sent = [build_batch([f"v{i}".encode()] * (i + 1)) for i in range(5)]
+    results = [log.append(b) for b in sent]
+    assert [(r.base_offset, r.last_offset) for r in results] == [
+        (0, 0),
+        (1, 2),
+        (3, 5),
+        (6, 9),
+        (10, 14),
+    ]
+    data = log.read(0, 1 << 20).records
+    assert _batches(data) == [(r.base_offset, r.last_offset) for r in results]
+    # Only the base offset (bytes 0-8) differs from what the producer sent.
+    offset = 0
+    for raw in sent:
+        assert data[offset + 8 : offset + len(raw)] == raw[8:]
+        offset += len(raw)
+
+
+def test_read_from_the_middle_of_a_batch_starts_at_that_batch_and_honours_max_bytes(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    log = open_manager(dirs, **{"log.index.interval.bytes": 100}).get_or_create_log(TP)
+    for _ in range(40):
+        log.append(build_batch([b"x" * 50, b"y" * 50]))
+    one = log.read(37, 1).records  # smaller than a batch: still one whole batch
+    assert _batches(one) == [(36, 37)]
+    some = log.read(37, 3 * len(one))
+    assert _batches(some.records) == [(36, 37), (38, 39), (40, 41)]
+    assert some.file_path is not None
+    with open(some.file_path, "rb") as f:
+        f.seek(some.position)
+        assert f.read(some.length) == some.records
+    assert _batches(log.read(0, 1 << 20, max_offset=4).records) == [(0, 1), (2, 3)]
+    assert log.read(80, 100).records == b""
+
+
+def test_reading_outside_the_log_is_offset_out_of_range(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    log = open_manager(dirs).get_or_create_log(TP)
+    log.append(build_batch([b"a"]))
+    with pytest.raises(KafkaError) as info:
+        log.read(2, 100)
+    assert info.value.code is ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+def test_corrupt_batch_in_a_record_set_writes_nothing(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    log = open_manager(dirs).get_or_create_log(TP)
+    log.append(build_batch([b"good"]))
+    before = log.size
+    bad = bytearray(build_batch([b"fine"]) + build_batch([b"broken"]))
+    bad[-2] ^= 0xFF
+    with pytest.raises(KafkaError) as info:
+        log.append(bytes(bad))
+    assert info.value.code is ErrorCode.CORRUPT_MESSAGE
+    assert (log.size, log.log_end_offset) == (before, 1)
+    seg = os.path.join(log.dir_path, "00000000000000000000.log")
+    assert os.path.getsize(seg) == before
+
+
+def test_segments_roll_by_size_and_by_time(
+    open_manager: Opener, dirs: list[str], clock: FakeClock
+) -> None:
+    lm = open_manager(dirs, clock=clock, **{"log.segment.bytes": 1000, "log.roll.ms": 60_000})
+    log = lm.get_or_create_log(TP)
+    batch = build_batch([b"z" * 200], timestamp_ms=clock.wall_ms())
+    for _ in range(8):
+        log.append(batch)
+    assert log.segment_count == 3  # batches of 270 bytes: three fit in 1000
+    log.append(batch)
+    assert log.segment_count == 3
+    clock.advance(61)
+    log.append(build_batch([b"late"], timestamp_ms=clock.wall_ms()))
+    assert log.segment_count == 4
+    names = sorted(n for n in os.listdir(log.dir_path) if n.endswith(".log"))
+    assert names == [f"{o:020d}.log" for o in (0, 3, 6, 9)]
+
+
+def test_retention_by_size_and_time_keeps_the_active_segment_and_moves_log_start(
+    open_manager: Opener, dirs: list[str], clock: FakeClock
+) -> None:
+    lm = open_manager(
+        dirs,
+        clock=clock,
+        **{"log.segment.bytes": 600, "log.retention.ms": 3_600_000, "log.retention.bytes": 1200},
+    )
+    log = lm.get_or_create_log(TP)
+    for _ in range(12):
+        log.append(build_batch([b"r" * 200], timestamp_ms=clock.wall_ms()))
+    log.high_watermark = log.log_end_offset
+    segments = log.segment_count
+    assert segments == 6
+    # Kafka's rule: delete the oldest while the rest still holds >= retention.bytes.
+    assert lm.run_retention() == 3  # 6 x 540 bytes -> 3 x 540 = 1620 left
+    assert log.log_start_offset == 6
+    clock.advance(3601)
+    assert lm.run_retention() == 2
+    assert (log.segment_count, log.log_start_offset) == (1, 10)
+    assert _batches(log.read(10, 10_000).records) == [(10, 10), (11, 11)]
+
+
+def test_retention_never_deletes_beyond_the_high_watermark(
+    open_manager: Opener, dirs: list[str], clock: FakeClock
+) -> None:
+    lm = open_manager(dirs, clock=clock, **{"log.segment.bytes": 600, "log.retention.bytes": 0})
+    log = lm.get_or_create_log(TP)
+    for _ in range(6):
+        log.append(build_batch([b"r" * 200]))
+    assert lm.run_retention() == 0
+    log.high_watermark = 2
+    assert lm.run_retention() == 1
+
+
+def test_truncate_to_drops_later_batches_and_segments(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    log = open_manager(dirs, **{"log.segment.bytes": 600}).get_or_create_log(TP)
+    for _ in range(10):
+        log.append(build_batch([b"t" * 200]))
+    log.truncate_to(5)
+    assert log.log_end_offset == 5
+    assert _batches(log.read(0, 1 << 20).records) == [(0, 0), (1, 1)]
+    assert log.append(build_batch([b"again"])).base_offset == 5
+
+
+def test_unclean_shutdown_recovery_truncates_a_torn_tail(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    lm = open_manager(dirs, **{"log.segment.bytes": 1000})
+    log = lm.get_or_create_log(TP)
+    for i in range(10):
+        log.append(build_batch([bytes([i]) * 200]))
+    active = os.path.join(
+        log.dir_path, f"{log.log_end_offset - 1 - (log.log_end_offset - 1) % 3:020d}.log"
+    )
+    lm.flush_and_checkpoint()
+    good_size = os.path.getsize(active)
+    crash(lm)
+    with open(active, "ab") as f:  # half a batch, as a crash mid-write leaves it
+        f.write(build_batch([b"torn" * 30])[:70])
+    lm2 = open_manager(dirs, **{"log.segment.bytes": 1000})
+    log2 = lm2.get_log(TP)
+    assert log2 is not None
+    assert log2.log_end_offset == 10
+    assert os.path.getsize(active) == good_size
+    assert log2.append(build_batch([b"next"])).base_offset == 10
+
+
+def test_unclean_shutdown_recovery_revalidates_crc_after_the_recovery_point(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    lm = open_manager(dirs)
+    log = lm.get_or_create_log(TP)
+    for i in range(5):
+        log.append(build_batch([bytes([65 + i]) * 100]))
+    seg = os.path.join(log.dir_path, f"{0:020d}.log")
+    crash(lm)
+    with open(seg, "r+b") as f:  # flip a byte inside the 4th batch's records
+        f.seek(3 * 173 + 100)
+        b = f.read(1)
+        f.seek(3 * 173 + 100)
+        f.write(bytes([b[0] ^ 0xFF]))
+    log2 = open_manager(dirs).get_log(TP)
+    assert log2 is not None
+    assert log2.log_end_offset == 3
+
+
+def test_clean_shutdown_skips_recovery_and_keeps_offsets(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    lm = open_manager(dirs, **{"log.segment.bytes": 800})
+    log = lm.get_or_create_log(TP)
+    for _ in range(9):
+        log.append(build_batch([b"c" * 150]))
+    log.high_watermark = 7
+    lm.close()
+    assert os.path.exists(os.path.join(log.logdir_path, ".kafka_cleanshutdown"))
+    lm2 = open_manager(dirs, **{"log.segment.bytes": 800})
+    assert not os.path.exists(os.path.join(log.logdir_path, ".kafka_cleanshutdown"))
+    log2 = lm2.get_log(TP)
+    assert log2 is not None
+    assert (log2.log_end_offset, log2.high_watermark, log2.segment_count) == (9, 7, 3)
+    assert _batches(log2.read(8, 1000).records) == [(8, 8)]
