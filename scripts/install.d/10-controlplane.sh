@@ -81,3 +81,49 @@ ETCD_VERSION="$(module_version "$SRC/etcd" go.etcd.io/etcd/server/v3)"
 build etcd "$ETCD_VERSION" \
     "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=module-$ETCD_VERSION" \
     etcd=.
+
+# module_time DIR MODULE VERSION: the release time the module proxy recorded for MODULE@VERSION,
+# used as the build date so that the same pinned version always builds the same binary.
+module_time() {
+    local info
+    info="$(cd "$1" && go mod download -json "$2@$3" | sed -n 's/^[[:space:]]*"Info": *"\([^"]*\)".*/\1/p')"
+    sed -n 's/.*"Time": *"\([^"]*\)".*/\1/p' "$info" 2>/dev/null | grep . || echo "1970-01-01T00:00:00Z"
+}
+
+# Kubernetes: upstream's own main packages (named as `tool`s in go.mod) built from the wrapper
+# module, with the version variables Kubernetes' release build sets (hack/lib/version.sh) so
+# that `kubectl version` and /version report the real release. The git commit is not known
+# from a module download, so it says where the build came from instead.
+KUBE_DIR="$SRC/kubernetes"
+KUBE_VERSION="$(module_version "$KUBE_DIR" k8s.io/kubernetes)"
+KUBE_MAJOR="${KUBE_VERSION#v}"
+KUBE_MAJOR="${KUBE_MAJOR%%.*}"
+KUBE_MINOR="${KUBE_VERSION#v*.}"
+KUBE_MINOR="${KUBE_MINOR%%.*}"
+KUBE_LDFLAGS="-s -w"
+for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+    KUBE_LDFLAGS+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=$KUBE_MAJOR"
+    KUBE_LDFLAGS+=" -X $pkg.gitMinor=$KUBE_MINOR -X $pkg.gitTreeState=clean"
+    KUBE_LDFLAGS+=" -X $pkg.gitCommit=go-module-k8s.io/kubernetes@$KUBE_VERSION"
+    KUBE_LDFLAGS+=" -X $pkg.buildDate=$(module_time "$KUBE_DIR" k8s.io/kubernetes "$KUBE_VERSION")"
+done
+build kubernetes "$KUBE_VERSION" "$KUBE_LDFLAGS" \
+    kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
+    kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
+    kubectl=k8s.io/kubernetes/cmd/kubectl
+
+# helm v3: upstream's cmd/helm with the variables its Makefile sets; the Kubernetes version helm
+# lints and renders against follows the client-go it is built with, as in helm's own build.
+HELM_DIR="$SRC/helm"
+HELM_VERSION="$(module_version "$HELM_DIR" helm.sh/helm/v3)"
+HELM_CLIENT_GO="$(module_version "$HELM_DIR" k8s.io/client-go)"
+HELM_K8S_MAJOR=1 # client-go v0.X.Y is Kubernetes 1.X.Y
+HELM_K8S_MINOR="${HELM_CLIENT_GO#v0.}"
+HELM_K8S_MINOR="${HELM_K8S_MINOR%%.*}"
+HELM_LDFLAGS="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+HELM_LDFLAGS+=" -X helm.sh/helm/v3/internal/version.gitCommit=go-module-helm.sh/helm/v3@$HELM_VERSION"
+HELM_LDFLAGS+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+    HELM_LDFLAGS+=" -X $pkg.k8sVersionMajor=$HELM_K8S_MAJOR -X $pkg.k8sVersionMinor=$HELM_K8S_MINOR"
+done
+build helm "$HELM_VERSION" "$HELM_LDFLAGS" helm=helm.sh/helm/v3/cmd/helm

@@ -1,0 +1,74 @@
+"""scripts/controlplane.sh and the installer: up/down leave nothing behind; a second install
+does nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from controlplane.local import default_cache
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "controlplane.sh"
+
+
+def processes_naming(text: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if text.encode() in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def run_script(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, SPINDLE_CONTROLPLANE_DIR=str(state))
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=300
+    )
+
+
+def test_script_up_serves_then_down_leaves_no_process(tmp_path: Path) -> None:
+    state = tmp_path / "cp"
+    try:
+        up = run_script(state, "up")
+        assert up.returncode == 0, up.stderr
+        assert run_script(state, "status").returncode == 0
+        env = run_script(state, "env").stdout
+        assert f"export KUBECONFIG={state / 'kubeconfig'}" in env
+        kubectl = default_cache() / "bin" / "kubectl"
+        nodes = subprocess.run(
+            [str(kubectl), "--kubeconfig", str(state / "kubeconfig"), "get", "--raw", "/livez"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert nodes.stdout.strip() == "ok"
+        assert len(processes_naming(str(state))) == 3
+    finally:
+        down = run_script(state, "down")
+    assert down.returncode == 0, down.stderr
+    assert "kube-apiserver" in down.stdout
+    assert processes_naming(str(state)) == []
+    assert run_script(state, "status").returncode == 3
+
+
+def test_second_install_run_builds_nothing_and_keeps_the_binaries() -> None:
+    bin_dir = default_cache() / "bin"
+    before = {name: os.readlink(bin_dir / name) for name in ("etcd", "kube-apiserver", "helm")}
+    env = dict(os.environ, SPINDLE_ROOT=str(ROOT), SPINDLE_CACHE=str(default_cache()))
+    run = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "install.d" / "10-controlplane.sh")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    assert "building" not in run.stderr
+    assert run.stdout == ""
+    assert {name: os.readlink(bin_dir / name) for name in before} == before
