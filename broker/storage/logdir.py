@@ -204,7 +204,8 @@ class LogDir:
 
     def acquire_lock(self) -> None:
         """Hold an exclusive ``flock`` on ``.lock``: a second broker on one dir fails here."""
-        fd = os.open(self.file(LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        # Read-only: a descriptor open for writing would keep the mount busy (no ro remount).
+        fd = os.open(self.file(LOCK_FILE), os.O_RDONLY | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
