@@ -86,6 +86,13 @@ def reconcile_by_name(
 
         try:
             reconcile_broker(api, body, now=now, emit=emit)
+        except KubeError as exc:
+            if exc.status == 403 and "being terminated" in exc.server_message:
+                # The namespace is being deleted and takes the Broker with it; recreating
+                # what the namespace controller just removed is neither possible nor wanted.
+                logger.info("namespace %s is terminating; not reconciling %s", namespace, name)
+                return
+            raise
         except SpecError as exc:
             emit("Warning", "InvalidSpec", str(exc))
             raise kopf.PermanentError(str(exc)) from exc
