@@ -251,3 +251,50 @@ def test_sigterm_shuts_down_cleanly_and_data_survives_restart(tmp_path: Path, et
             assert [p.offset for p in parts] == [10, 10]
     finally:
         broker.stop()
+
+
+def _fetch_all_values(wire: Wire, topic: str, partition: int = 0) -> list[bytes]:
+    """Every record value of a partition, read with raw Fetch v12 requests from offset 0."""
+    from kafka.record import MemoryRecords
+
+    values: list[bytes] = []
+    offset = 0
+    while True:
+        req = FetchRequest[12](
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=0,
+            max_bytes=1 << 20,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            forgotten_topics_data=[],
+            rack_id="",
+            topics=[
+                FetchRequest.FetchTopic(
+                    topic=topic,
+                    partitions=[
+                        FetchRequest.FetchTopic.FetchPartition(
+                            partition=partition,
+                            current_leader_epoch=-1,
+                            fetch_offset=offset,
+                            last_fetched_epoch=-1,
+                            log_start_offset=-1,
+                            partition_max_bytes=1 << 20,
+                        )
+                    ],
+                )
+            ],
+        )
+        part = wire.call(req, FetchResponse).responses[0].partitions[0]
+        assert part.error_code == 0
+        records = MemoryRecords(part.records)
+        got = False
+        while records.has_next():
+            batch = records.next_batch()
+            for rec in batch:
+                values.append(rec.value)
+                offset = rec.offset + 1
+                got = True
+        if not got or offset >= part.high_watermark:
+            return values

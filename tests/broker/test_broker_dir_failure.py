@@ -1,0 +1,170 @@
+"""A log directory fails for real (tmpfs remounted read-only) under a live producer: the other
+directory keeps accepting produce and fetch, partitions in the failed directory answer
+KAFKA_STORAGE_ERROR, and DescribeLogDirs reports the directory offline."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+from kafka.protocol.admin import DescribeLogDirsRequest, DescribeLogDirsResponse
+from kafka.protocol.consumer import FetchRequest, FetchResponse
+from kafka.protocol.producer import ProduceResponse
+from spindle.broker.common.errors import ErrorCode
+
+from .conftest import Etcd, make_broker
+from .test_broker_server import _create, _produce
+from .wire import Wire
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(
+        os.geteuid() != 0,
+        reason="mounts tmpfs and remounts it read-only: needs root (CI runs as root)",
+    ),
+]
+
+
+@contextmanager
+def _tmpfs(path: Path) -> Iterator[str]:
+    path.mkdir(parents=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256m,mode=0755", "tmpfs", str(path)], check=True
+    )
+    try:
+        yield str(path)
+    finally:
+        if subprocess.run(["umount", str(path)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def _dirs_of(wire: Wire) -> dict[str, tuple[int, set[str]]]:
+    resp = wire.call(DescribeLogDirsRequest[4](topics=None), DescribeLogDirsResponse)
+    return {r.log_dir: (r.error_code, {t.name for t in r.topics}) for r in resp.results}
+
+
+def _fetch(wire: Wire, topic: str) -> int:
+    req = FetchRequest[12](
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        forgotten_topics_data=[],
+        rack_id="",
+        topics=[
+            FetchRequest.FetchTopic(
+                topic=topic,
+                partitions=[
+                    FetchRequest.FetchTopic.FetchPartition(
+                        partition=0,
+                        current_leader_epoch=-1,
+                        fetch_offset=0,
+                        last_fetched_epoch=-1,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
+                    )
+                ],
+            )
+        ],
+    )
+    return int(wire.call(req, FetchResponse).responses[0].partitions[0].error_code)
+
+
+def test_failed_dir_answers_storage_error_while_the_other_keeps_serving(
+    tmp_path: Path, etcd: Etcd
+) -> None:
+    with _tmpfs(tmp_path / "a") as dir_a, _tmpfs(tmp_path / "b") as dir_b:
+        broker = make_broker(tmp_path / "broker", etcd, log_dirs=[dir_a, dir_b])
+        broker.start()
+        try:
+            with Wire(broker.port) as admin:
+                _create(admin, "healthy")
+                _create(admin, "victim")
+                placed = {t: d for d, (_, topics) in _dirs_of(admin).items() for t in topics}
+                assert placed["healthy"] != placed["victim"], placed
+                failed_dir, good_dir = placed["victim"], placed["healthy"]
+                assert (
+                    admin.call(_produce("victim", 0, [b"before"]), ProduceResponse)
+                    .responses[0]
+                    .partition_responses[0]
+                    .error_code
+                    == 0
+                )
+
+                acked: list[int] = []
+                errors: list[object] = []
+                stop = threading.Event()
+
+                def produce() -> None:
+                    with Wire(broker.port) as w:
+                        i = 0
+                        while not stop.is_set() or len(acked) < 300:
+                            part = (
+                                w.call(
+                                    _produce("healthy", 0, [f"{i:08d}".encode()]),
+                                    ProduceResponse,
+                                    corr=i,
+                                )
+                                .responses[0]
+                                .partition_responses[0]
+                            )
+                            if part.error_code:
+                                errors.append(part.error_code)
+                                return
+                            acked.append(i)
+                            i += 1
+
+                thread = threading.Thread(target=produce)
+                thread.start()
+                while len(acked) < 100:
+                    thread.join(0.05)
+                subprocess.run(["mount", "-o", "remount,ro", failed_dir], check=True)
+                try:
+                    codes = [
+                        admin.call(
+                            _produce("victim", 0, [b"after"]), ProduceResponse, corr=1000 + i
+                        )
+                        .responses[0]
+                        .partition_responses[0]
+                        .error_code
+                        for i in range(3)
+                    ]
+                    assert codes[-1] == ErrorCode.KAFKA_STORAGE_ERROR, codes
+                    assert _fetch(admin, "victim") == ErrorCode.KAFKA_STORAGE_ERROR
+                    dirs = _dirs_of(admin)
+                    assert dirs[failed_dir] == (ErrorCode.KAFKA_STORAGE_ERROR, set())
+                    assert dirs[good_dir][0] == 0
+                    assert _fetch(admin, "healthy") == 0
+                finally:
+                    stop.set()
+                    thread.join(60)
+                assert not errors, errors
+                consumer = KafkaConsumer(
+                    bootstrap_servers=broker.bootstrap,
+                    enable_auto_commit=False,
+                    consumer_timeout_ms=10_000,
+                )
+                tp = TopicPartition("healthy", 0)
+                consumer.assign([tp])
+                consumer.seek(tp, 0)
+                got = []
+                for msg in consumer:
+                    got.append(int(msg.value))
+                    if len(got) >= len(acked):
+                        break
+                consumer.close()
+                assert got == acked
+            assert "offline" in broker.log_text().lower()
+        finally:
+            broker.stop()
+            subprocess.run(["mount", "-o", "remount,rw", dir_b], check=False)
+            subprocess.run(["mount", "-o", "remount,rw", dir_a], check=False)
