@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -81,24 +82,31 @@ def spindle_crds(kube: Any) -> Any:
     return kube
 
 
+@contextlib.contextmanager
+def temporary_namespace(kube: Any, prefix: str) -> Iterator[Cluster]:
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    kube.kubectl("create", "namespace", name)
+    try:
+        yield Cluster(kube, name)
+    finally:
+        kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
 @pytest.fixture
 def namespace(spindle_crds: Any) -> Iterator[Cluster]:
-    name = f"op-{uuid.uuid4().hex[:8]}"
-    spindle_crds.kubectl("create", "namespace", name)
-    try:
-        yield Cluster(spindle_crds, name)
-    finally:
-        spindle_crds.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    """A fresh namespace served by the session's operator (when a test starts it)."""
+    with temporary_namespace(spindle_crds, "op") as cluster:
+        yield cluster
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
 
 
-def _healthy(url: str) -> bool:
+def healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2) as answer:
             return bool(answer.status == 200)
@@ -112,7 +120,7 @@ def operator(spindle_crds: Any, tmp_path_factory: pytest.TempPathFactory) -> Ite
     Yields the path of its log (attached to failures by the tests that read it)."""
     workdir = tmp_path_factory.mktemp("operator")
     log_path = workdir / "operator.log"
-    url = f"http://127.0.0.1:{_free_port()}/healthz"
+    url = f"http://127.0.0.1:{free_port()}/healthz"
     env = dict(spindle_crds.env)
     env["PYTHONUNBUFFERED"] = "1"
     with log_path.open("wb") as log:
@@ -122,7 +130,10 @@ def operator(spindle_crds: Any, tmp_path_factory: pytest.TempPathFactory) -> Ite
                 "-m",
                 "spindle.operator",
                 "run",
-                "--all-namespaces",
+                # A namespace pattern: this operator serves the tests' op-* namespaces; a test
+                # that runs another operator instance uses a namespace outside it.
+                "--namespace",
+                "op-*",
                 "--liveness",
                 url,
             ],
@@ -136,7 +147,7 @@ def operator(spindle_crds: Any, tmp_path_factory: pytest.TempPathFactory) -> Ite
         )
     try:
         deadline = time.monotonic() + 60
-        while not _healthy(url):
+        while not healthy(url):
             if proc.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"operator did not become healthy:\n{log_path.read_text()[-4000:]}")
             time.sleep(0.25)
@@ -154,3 +165,13 @@ def operator(spindle_crds: Any, tmp_path_factory: pytest.TempPathFactory) -> Ite
 @pytest.fixture(name="wait_for")
 def wait_for_fixture() -> Callable[..., Any]:
     return wait_for
+
+
+@pytest.fixture(name="helpers")
+def helpers_fixture() -> dict[str, Any]:
+    """conftest helpers for test modules (which cannot import each other in importlib mode)."""
+    return {
+        "free_port": free_port,
+        "healthy": healthy,
+        "temporary_namespace": temporary_namespace,
+    }
