@@ -28,4 +28,6 @@ esac
 if [[ "$cmd" == up && ! -x "$SPINDLE_CACHE/bin/kube-apiserver" ]]; then
     SPINDLE_ROOT="$ROOT" bash "$ROOT/scripts/install.d/10-controlplane.sh"
 fi
-PYTHONPATH="$ROOT/e2e${PYTHONPATH:+:$PYTHONPATH}" exec "$PYTHON" -m controlplane "$cmd" --dir "$DIR" "${@:2}"
+# -P: never put the current directory on sys.path (the repository root has an operator/
+# folder that would shadow the standard library module of that name).
+PYTHONPATH="$ROOT/e2e${PYTHONPATH:+:$PYTHONPATH}" exec "$PYTHON" -P -m controlplane "$cmd" --dir "$DIR" "${@:2}"

@@ -579,9 +579,14 @@ class LocalControlPlane:
     def _record(self) -> None:
         """Write the pids of the running processes (read by ``stop_recorded``)."""
         path = self.state_dir / "processes.json"
-        recorded = _read_recorded(self.state_dir)
-        recorded.update({name: proc.pid for name, proc in self._procs.items()})
-        live = {name: pid for name, pid in recorded.items() if _is_ours(pid, self.state_dir)}
+        # Earlier records count while their process still runs; the ones held here always do (a
+        # process that has just been exec'd may not show its new command line in /proc yet).
+        live = {
+            name: pid
+            for name, pid in _read_recorded(self.state_dir).items()
+            if _is_ours(pid, self.state_dir)
+        }
+        live.update({name: proc.pid for name, proc in self._procs.items() if proc.poll() is None})
         if self.ports is not None:
             path.write_text(json.dumps({"pids": live, "server": self.server}, indent=2))
 

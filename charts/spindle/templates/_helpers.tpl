@@ -1,0 +1,61 @@
+{{/* Full name of the release's objects: <release>-spindle-operator, or the release name when it already says spindle. */}}
+{{- define "spindle.fullname" -}}
+{{- if contains "spindle" .Release.Name -}}
+{{- printf "%s-operator" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-spindle-operator" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "spindle.labels" -}}
+app.kubernetes.io/name: spindle-operator
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: spindle
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "spindle.selectorLabels" -}}
+app.kubernetes.io/name: spindle-operator
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "spindle.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "spindle.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+What the operator does in the namespaces it serves, verb by verb (least privilege):
+- Brokers: watched and reconciled; kopf patches its progress annotations and finalizer, the
+  operator writes status through the status subresource.
+- LogVolumes: created, patched and deleted by the operator (one per volume), status written.
+- Reassignments and Rebalances: watched, annotated by kopf, status written.
+- Pods, PVCs, ConfigMaps, Services: the objects a Broker owns, created/patched/deleted.
+- Events: what kubectl describe shows about the operator's actions.
+No Secrets, no Nodes, no PersistentVolumes writes, no wildcard.
+*/}}
+{{- define "spindle.namespacedRules" -}}
+- apiGroups: [spindle.io]
+  resources: [brokers, reassignments, rebalances]
+  verbs: [get, list, watch, patch]
+- apiGroups: [spindle.io]
+  resources: [logvolumes]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [spindle.io]
+  resources: [brokers/status, logvolumes/status, reassignments/status, rebalances/status]
+  verbs: [get, patch]
+- apiGroups: [""]
+  resources: [pods, persistentvolumeclaims, configmaps, services]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+- apiGroups: [events.k8s.io]
+  resources: [events]
+  verbs: [create]
+{{- end -}}
