@@ -240,6 +240,7 @@ class ReplicaMover:
                     copied += n
                     self._step("copy_progress", job.tp)
                 fut.adopt_segment_state(state)
+                self._step("segment_copied", job.tp)
             finally:
                 os.close(src_fd)
         return copied

@@ -46,7 +46,11 @@ def main() -> None:
         {"log.dirs": config["dirs"], **config.get("settings", {})}
     )
     lm = LogManager.open(
-        settings, cluster_id="child-cluster", node_id=7, hook=hook, background=False
+        settings,
+        cluster_id=config.get("cluster_id", "test-cluster"),
+        node_id=int(config.get("node_id", 1)),
+        hook=hook,
+        background=False,
     )
     listener_calls: list[str] = []
     lm.add_offline_listener(listener_calls.append)

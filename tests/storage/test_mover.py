@@ -1,0 +1,200 @@
+"""The replica mover (KIP-113): copy while appending, swap, cancel, order, throttle, failures."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from spindle.broker.common.errors import ErrorCode, KafkaStorageError
+from spindle.broker.common.ids import TopicPartition
+from spindle.broker.records.batch import build_batch, validate
+from spindle.broker.storage import Log, LogManager
+
+from .faults import needs_root, tmpfs
+
+Opener = Callable[..., LogManager]
+
+
+def _values(log: Log) -> list[bytes]:
+    """Every record value in the log, in offset order (parses records of our own batches)."""
+    out: list[bytes] = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        chunk = log.read(offset, 1 << 20).records
+        for h in validate(chunk):
+            # build_batch writes one record of a 16-byte tag per batch in these tests
+            body = chunk[h.position + 61 : h.position + h.size]
+            out.append(body[-17:-1])
+            offset = h.next_offset
+    return out
+
+
+def _tagged(i: int) -> bytes:
+    return build_batch([f"{i:016d}".encode()])
+
+
+def _fill(log: Log, n: int, start: int = 0) -> None:
+    for i in range(start, start + n):
+        log.append(_tagged(i))
+
+
+def _no_leftovers(dirs: list[str]) -> list[str]:
+    return [n for d in dirs for n in os.listdir(d) if n.endswith(("-future", "-delete"))]
+
+
+def test_appends_continue_during_a_move_and_every_batch_survives_once_in_order(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    lm = open_manager(
+        dirs,
+        **{
+            "log.segment.bytes": 64 * 1024,
+            "replica.alter.log.dirs.io.max.bytes.per.second": 4 << 20,
+        },
+    )
+    tp = TopicPartition("busy", 0)
+    log = lm.get_or_create_log(tp)
+    _fill(log, 20_000)  # ~1.6 MB: the throttled copy takes a while
+    dest = next(d for d in dirs if d != log.logdir_path)
+    stop = threading.Event()
+    appended: list[int] = []
+    during_move = 0
+
+    def producer() -> None:
+        nonlocal during_move
+        i = 20_000
+        while not stop.is_set():
+            log.append(_tagged(i))
+            appended.append(i)
+            if lm.get_future_log(tp) is not None:
+                during_move += 1
+            i += 1
+
+    thread = threading.Thread(target=producer)
+    thread.start()
+    try:
+        assert lm.change_replica_dir(tp, dest) is ErrorCode.NONE
+        assert lm.await_idle(60)
+    finally:
+        stop.set()
+        thread.join()
+    assert log.logdir_path == dest
+    assert during_move > 100  # the producer was not held up by the copy
+    expected = [f"{i:016d}".encode() for i in range(20_000 + len(appended))]
+    assert _values(log) == expected
+    assert _no_leftovers(dirs) == []
+
+
+def test_new_destination_cancels_the_running_move_and_deletes_its_future(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    lm = open_manager(dirs, **{"replica.alter.log.dirs.io.max.bytes.per.second": 200_000})
+    tp = TopicPartition("c", 0)
+    lm.change_replica_dir(tp, dirs[0])
+    log = lm.get_or_create_log(tp)
+    _fill(log, 10_000)  # ~790 KB at 200 KB/s: still copying when we change our mind
+    assert lm.change_replica_dir(tp, dirs[1]) is ErrorCode.NONE
+    first_future = lm.get_future_log(tp)
+    assert first_future is not None
+    first_path = first_future.dir_path
+    assert first_path.endswith("-future")
+    assert os.path.isdir(first_path)
+    assert lm.change_replica_dir(tp, dirs[1]) is ErrorCode.NONE  # same destination: no-op
+    assert lm.get_future_log(tp) is first_future
+    assert lm.change_replica_dir(tp, dirs[2]) is ErrorCode.NONE
+    assert lm.get_future_log(tp) is not first_future
+    assert not os.path.exists(first_path)  # renamed to -delete, removed asynchronously
+    # Back to the current directory: the move is cancelled, nothing moves.
+    assert lm.change_replica_dir(tp, dirs[0]) is ErrorCode.NONE
+    assert lm.moves_in_progress() == []
+    assert lm.await_idle(30)
+    assert log.logdir_path == dirs[0]
+    assert _no_leftovers(dirs) == []
+    lm.set_alter_log_dirs_throttle(None)
+    assert lm.change_replica_dir(tp, dirs[2]) is ErrorCode.NONE
+    assert lm.await_idle(30)
+    assert log.logdir_path == dirs[2]
+    assert _values(log) == [f"{i:016d}".encode() for i in range(10_000)]
+
+
+def test_one_mover_takes_partitions_in_lexicographic_order_and_describe_shows_lag(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    gate = threading.Event()
+    started: list[TopicPartition] = []
+
+    def hook(step: str, tp: TopicPartition) -> None:
+        if step == "segment_copied" and (not started or started[-1] != tp):
+            started.append(tp)
+            gate.wait(30)
+
+    lm = open_manager(
+        dirs, hook=hook, **{"num.replica.alter.log.dirs.threads": 1, "log.segment.bytes": 4096}
+    )
+    tps = [TopicPartition(t, 0) for t in ("m", "z", "a", "k")]
+    for tp in tps:
+        lm.change_replica_dir(tp, dirs[0])
+        _fill(lm.get_or_create_log(tp), 200)
+    for tp in tps:
+        assert lm.change_replica_dir(tp, dirs[1]) is ErrorCode.NONE
+    while not started:
+        threading.Event().wait(0.01)
+    # The first copy is paused after one chunk: its future lags behind the live log.
+    futures = {p.tp: p for d in lm.describe_dirs(dirs=[dirs[1]]) for p in d.partitions}
+    first = started[0]
+    assert futures[first].is_future
+    assert 0 < futures[first].offset_lag < 200
+    assert all(futures[tp].offset_lag == 200 for tp in tps if tp != first)
+    gate.set()
+    assert lm.await_idle(30)
+    assert started == [first, *sorted(tp for tp in tps if tp != first)]
+    assert all(lm.get_log(tp).logdir_path == dirs[1] for tp in tps)  # type: ignore[union-attr]
+
+
+def test_change_replica_dir_refuses_while_a_directory_is_offline(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    lm = open_manager(dirs)
+    tps = [TopicPartition("e", i) for i in range(3)]
+    for tp, d in zip(tps, dirs, strict=True):
+        lm.change_replica_dir(tp, d)
+        lm.get_or_create_log(tp).append(build_batch([b"x"]))
+    os.rename(dirs[2], dirs[2] + ".gone")
+    Path(dirs[2]).write_text("file")
+    with pytest.raises(KafkaStorageError):
+        lm.get_log(tps[2]).append(build_batch([b"y"]))  # type: ignore[union-attr]
+    assert lm.change_replica_dir(tps[0], dirs[2]) is ErrorCode.KAFKA_STORAGE_ERROR  # dest offline
+    assert (
+        lm.change_replica_dir(tps[2], dirs[0]) is ErrorCode.KAFKA_STORAGE_ERROR
+    )  # replica offline
+    assert lm.change_replica_dir(tps[0], dirs[1]) is ErrorCode.KAFKA_STORAGE_ERROR  # a dir offline
+    assert lm.change_replica_dir(tps[0], dirs[0]) is ErrorCode.NONE  # already there
+
+
+@needs_root
+@pytest.mark.root
+def test_move_into_a_disk_that_fills_up_stops_cleanly_and_the_source_keeps_serving(
+    open_manager: Opener, tmp_path: Path
+) -> None:
+    dirs = [str(tmp_path / "src"), str(tmp_path / "small"), str(tmp_path / "other")]
+    with tmpfs(dirs[1], size="1m"):
+        lm = open_manager(dirs, **{"log.segment.bytes": 256 * 1024})
+        calls: list[str] = []
+        lm.add_offline_listener(calls.append)
+        tp = TopicPartition("big", 0)
+        lm.change_replica_dir(tp, dirs[0])
+        log = lm.get_or_create_log(tp)
+        _fill(log, 30_000)  # ~2.4 MB: does not fit in 1 MiB
+        assert lm.change_replica_dir(tp, dirs[1]) is ErrorCode.NONE
+        assert lm.await_idle(30)
+        assert calls == [dirs[1]]
+        assert lm.offline_dirs == [dirs[1]]
+        assert log.logdir_path == dirs[0]
+        assert lm.moves_in_progress() == []
+        assert not any(p.is_future for d in lm.describe_dirs() for p in d.partitions)
+        _fill(log, 10, start=30_000)
+        assert _values(log) == [f"{i:016d}".encode() for i in range(30_010)]
+        lm.close()
