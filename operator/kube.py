@@ -82,6 +82,13 @@ class KubeApi:
             config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         return cls(client.ApiClient(configuration), timeout=timeout)
 
+    @classmethod
+    def from_kubeconfig(cls, path: str, *, timeout: float = 30.0) -> KubeApi:
+        """Connect with an explicit kubeconfig file (tests, scripts)."""
+        configuration = client.Configuration()
+        config.load_kube_config(config_file=path, client_configuration=configuration)  # type: ignore[no-untyped-call]
+        return cls(client.ApiClient(configuration), timeout=timeout)
+
     def close(self) -> None:
         self._api.close()  # type: ignore[no-untyped-call]
 

@@ -215,6 +215,12 @@ def test_growth_patches_the_claim_and_shrink_is_refused(
         return pvc["spec"]["resources"]["requests"]["storage"] == "2Gi"
 
     wait_for(grown, what="claim request grown to 2Gi")
+    updated = [
+        e
+        for e in namespace.events("Updated")
+        if "PersistentVolumeClaim data-0-grow" in e["message"]
+    ]
+    assert updated, "no Event for the claim's growth"
     body = wait_for(_reconciled(namespace, name), what="status after growth")
     assert _condition(body, "Reconciled")["status"] == "True"  # type: ignore[index]
     assert namespace.get("pod", name)["metadata"]["uid"] == pod_uid  # growth keeps the Pod

@@ -1,0 +1,132 @@
+"""Apply one way against the real API server: create when missing, patch only when different,
+replace Pods whose digest changed, and a reconcile of an unchanged Broker writes nothing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from spindle.operator import specs
+from spindle.operator.apply import apply_object
+from spindle.operator.kube import CONFIGMAPS, PODS, PVCS, KubeApi
+from spindle.operator.reconcile import reconcile_broker
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def api(spindle_crds: Any) -> Iterator[KubeApi]:
+    client = KubeApi.from_kubeconfig(str(spindle_crds.kubeconfig))
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def cluster(spindle_crds: Any, helpers: dict[str, Any]) -> Iterator[Any]:
+    """A namespace no operator serves ("ap-"), so only the test writes to it."""
+    with helpers["temporary_namespace"](spindle_crds, "ap") as ns:
+        yield ns
+
+
+def _broker(cluster: Any, name: str = "one") -> dict[str, Any]:
+    body = {
+        "apiVersion": "spindle.io/v1alpha1",
+        "kind": "Broker",
+        "metadata": {"name": name},
+        "spec": {
+            "brokerId": 4,
+            "cluster": "ap",
+            "volumes": [{"id": 0, "size": "1Gi"}, {"id": 1, "size": "1Gi", "deleteClaim": True}],
+        },
+    }
+    cluster.apply(json.dumps(body))
+    live: dict[str, Any] = cluster.get("broker", name)
+    return live
+
+
+def test_apply_creates_then_leaves_an_equal_object_untouched(api: KubeApi, cluster: Any) -> None:
+    broker = specs.BrokerSpec.from_body(_broker(cluster))
+    desired = specs.build_configmap(broker)
+    assert apply_object(api, desired).action == "Created"
+    version = api.get(CONFIGMAPS, cluster.namespace, "one")["metadata"]["resourceVersion"]  # type: ignore[index]
+    assert apply_object(api, desired).action == "Unchanged"
+    assert api.get(CONFIGMAPS, cluster.namespace, "one")["metadata"]["resourceVersion"] == version  # type: ignore[index]
+
+    changed = json.loads(json.dumps(desired))
+    changed["data"]["server.properties"] += "extra=1\n"
+    outcome = apply_object(api, changed)
+    assert outcome.action == "Updated"
+    assert ".data.server.properties" in outcome.detail
+    live = api.get(CONFIGMAPS, cluster.namespace, "one")
+    assert live is not None
+    assert live["data"]["server.properties"].endswith("extra=1\n")
+
+
+def test_claim_in_other_units_is_equal_and_stale_owner_is_removed(
+    api: KubeApi, cluster: Any
+) -> None:
+    broker = specs.BrokerSpec.from_body(_broker(cluster))
+    owned = specs.build_pvc(broker, broker.volumes[1])  # deleteClaim: true → owned
+    assert apply_object(api, owned).action == "Created"
+    same_in_mi = json.loads(json.dumps(owned))
+    same_in_mi["spec"]["resources"]["requests"]["storage"] = "1024Mi"
+    assert apply_object(api, same_in_mi).action == "Unchanged"
+
+    kept = json.loads(json.dumps(owned))
+    kept["metadata"]["ownerReferences"] = []  # deleteClaim switched to false
+    assert apply_object(api, kept).action == "Updated"
+    live = api.get(PVCS, cluster.namespace, owned["metadata"]["name"])
+    assert live is not None
+    assert not live["metadata"].get("ownerReferences")
+
+
+def test_pod_is_replaced_when_its_digest_changes(api: KubeApi, cluster: Any) -> None:
+    body = _broker(cluster)
+    broker = specs.BrokerSpec.from_body(body)
+    assert apply_object(api, specs.build_pod(broker)).action == "Created"
+    first = api.get(PODS, cluster.namespace, "one")
+    assert first is not None
+    body["spec"]["volumes"].append({"id": 2, "size": "1Gi"})
+    outcome = apply_object(api, specs.build_pod(specs.BrokerSpec.from_body(body)))
+    assert outcome.action == "Replaced"
+    # Unscheduled Pods are deleted at once, so the replacement can be created right away.
+    assert apply_object(api, specs.build_pod(specs.BrokerSpec.from_body(body))).action == "Created"
+    second = api.get(PODS, cluster.namespace, "one")
+    assert second is not None
+    assert second["metadata"]["uid"] != first["metadata"]["uid"]
+    assert len([v for v in second["spec"]["volumes"] if "persistentVolumeClaim" in v]) == 3
+
+
+def test_reconciling_an_unchanged_broker_writes_nothing_and_is_silent(
+    api: KubeApi, cluster: Any
+) -> None:
+    events: list[tuple[str, str, str]] = []
+
+    def emit(type_: str, reason: str, message: str) -> None:
+        events.append((type_, reason, message))
+
+    body = _broker(cluster)
+    first = reconcile_broker(api, body, now="2026-01-01T00:00:00Z", emit=emit)
+    assert {o.action for o in first.outcomes} == {"Created"}
+    assert len(first.outcomes) == 7  # ConfigMap, Service, 2 claims, 2 LogVolumes, Pod
+    assert ("Normal", "Created", "Created Pod one") in events
+
+    def versions() -> dict[str, str]:
+        found = {}
+        for kind in ("configmaps", "services", "pvc", "pods", "logvolumes", "brokers"):
+            for item in cluster.get(kind)["items"]:
+                found[f"{kind}/{item['metadata']['name']}"] = item["metadata"]["resourceVersion"]
+        return found
+
+    before = versions()
+    events.clear()
+    again = reconcile_broker(
+        api, cluster.get("broker", "one"), now="2026-01-01T00:01:00Z", emit=emit
+    )
+    assert {o.action for o in again.outcomes} == {"Unchanged"}
+    assert events == []
+    assert versions() == before
