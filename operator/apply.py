@@ -139,8 +139,9 @@ def apply_object(api: KubeApi, desired: Mapping[str, Any]) -> Outcome:
     if kind == "Pod":
         # A Pod's volumes cannot change in place; the next reconcile creates the new one
         # once the old one is gone.
-        if live.get("metadata", {}).get("deletionTimestamp") is None:
-            api.delete(resource, namespace, name)
+        if live.get("metadata", {}).get("deletionTimestamp") is not None:
+            return Outcome("Unchanged", kind, name, "old Pod still terminating")
+        api.delete(resource, namespace, name)
         return Outcome("Replaced", kind, name, "spec changed: " + ", ".join(diff))
     api.patch(resource, namespace, name, compared)
     return Outcome("Updated", kind, name, ", ".join(diff))

@@ -184,6 +184,8 @@ def broker_status(ctx: Context) -> None:
     if ctx.pod is None:
         ctx.pod = ctx.api.get(PODS, ctx.broker.namespace, ctx.broker.name)
     phase = specs.broker_phase(ctx.pod, online, total)
+    if phase == "Running" and not ctx.diff.allowed:
+        phase = "Degraded"  # serving, but not as declared: the refused edit is pending
     if ctx.diff.allowed:
         reconciled = Condition("Reconciled", "True", "Reconciled", "owned objects match the spec")
     else:
