@@ -61,6 +61,13 @@ class ControlPlaneError(RuntimeError):
     """The control plane could not be started (the message says which part and why)."""
 
 
+class CommandFailed(subprocess.CalledProcessError):
+    """kubectl or helm failed; unlike its base class, says what the tool printed on stderr."""
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}\n{self.stderr or ''}".rstrip()
+
+
 def default_cache() -> Path:
     """``$SPINDLE_CACHE`` as ``./dev`` sets it, with the same default."""
     return Path(os.environ.get("SPINDLE_CACHE") or Path.home() / ".cache" / "spindle")
@@ -429,8 +436,8 @@ class LocalControlPlane:
     def kubectl(
         self, *args: str, input: str | None = None, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
-        """Run kubectl against this control plane; raises CalledProcessError (with stderr) when
-        ``check`` and it fails."""
+        """Run kubectl against this control plane; raises CommandFailed (a CalledProcessError
+        whose message includes stderr) when ``check`` and it fails."""
         return self._run(self.binaries.kubectl, args, input=input, check=check)
 
     def helm(
@@ -504,15 +511,17 @@ class LocalControlPlane:
     def _run(
         self, exe: Path, args: tuple[str, ...], *, input: str | None, check: bool
     ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        done = subprocess.run(
             [str(exe), *args],
             input=input,
             capture_output=True,
             text=True,
             env=self.env,
-            check=check,
             timeout=300,
         )
+        if check and done.returncode != 0:
+            raise CommandFailed(done.returncode, done.args, done.stdout, done.stderr)
+        return done
 
     def _write_pki_and_kubeconfigs(self) -> None:
         import yaml
