@@ -7,4 +7,4 @@ DEST="$ROOT/charts/spindle/crds"
 mkdir -p "$DEST"
 find "$DEST" -maxdepth 1 -name '*.yaml' -delete
 cp "$ROOT"/crds/*.yaml "$DEST/"
-echo "copied $(ls "$ROOT"/crds/*.yaml | wc -l) CRDs into charts/spindle/crds/"
+echo "copied $(find "$DEST" -maxdepth 1 -name "*.yaml" | wc -l) CRDs into charts/spindle/crds/"
