@@ -59,7 +59,9 @@ trap cleanup EXIT
 if bash scripts/controlplane.sh status >/dev/null 2>&1; then
     log "reusing the control plane already running in $SPINDLE_CONTROLPLANE_DIR"
 else
-    log "starting the local control plane"
+    log "starting the local control plane (fresh state in $SPINDLE_CONTROLPLANE_DIR)"
+    # Start from an empty etcd so that the status printed below is this run's work.
+    rm -rf "$SPINDLE_CONTROLPLANE_DIR"
     bash scripts/controlplane.sh up >&2
     STARTED_PLANE=1
 fi
