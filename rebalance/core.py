@@ -130,6 +130,15 @@ class Planner:
         self.hard_failures: list[str] = []
         self._bad_b = np.zeros(n_b, bool)
         self._bad_rack = np.zeros(len(cluster.racks), bool)
+        # Python lists for scalar look-ups in the hot loop (numpy scalar indexing is slow).
+        self._rep_part = cluster.rep_part.tolist()
+        self._part_start = cluster.part_start.tolist()
+        self._rack_limit = self.rack_limit.tolist()
+        self._broker_rack = cluster.broker_rack.tolist()
+        self._a_cap_safe = np.where(self.a_cap > 0, self.a_cap, np.inf)
+        self._b_cap_safe = np.where(self.b_cap > 0, self.b_cap, np.inf)
+        self._lo_util = self.b_lo / self._b_cap_safe
+        self._small: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros(1, np.int64))
 
     # ----------------------------------------------------------------- bookkeeping
 
@@ -171,33 +180,50 @@ class Planner:
 
     def _cross_mask(self, r: int) -> np.ndarray:
         """Directories on other brokers that may take replica r under the hard rules."""
-        p = int(self.c.rep_part[r])
-        lo, hi = int(self.c.part_start[p]), int(self.c.part_start[p + 1])
+        p = self._rep_part[r]
+        lo, hi = self._part_start[p], self._part_start[p + 1]
         members = self.cur_b[lo:hi]
         self._bad_b[members] = True
         ok = self.recv & ~self._bad_b[self.dir_b]
         self._bad_b[members] = False
-        if self.g.rack_aware:
-            others = np.delete(members, r - lo)
-            if len(others):
-                racks, counts = np.unique(self.c.broker_rack[others], return_counts=True)
-                full = racks[counts >= self.rack_limit[p]]
-                if len(full):
-                    self._bad_rack[full] = True
-                    ok &= ~self._bad_rack[self.dir_rack]
-                    self._bad_rack[full] = False
-        ok &= self.dir_load + self.size_f[r] <= self.hard
+        if self.g.rack_aware and hi - lo > 1:
+            # Plain Python over the few replicas of one partition beats numpy set operations.
+            limit = self._rack_limit[p]
+            seen: dict[int, int] = {}
+            for i, b in enumerate(members.tolist()):
+                if lo + i != r:
+                    rk = self._broker_rack[b]
+                    seen[rk] = seen.get(rk, 0) + 1
+            full = [rk for rk, n in seen.items() if n >= limit]
+            if full:
+                self._bad_rack[full] = True
+                ok &= ~self._bad_rack[self.dir_rack]
+                self._bad_rack[full] = False
+        ok &= self.dir_load <= self.hard - self.size_f[r]
         return ok
+
+    def _may_join(self, r: int, b: int) -> bool:
+        """Whether broker b may take replica r under the partition rules (one replica per
+        broker, rack limit); capacity is checked by the destination search."""
+        p = self._rep_part[r]
+        lo, hi = self._part_start[p], self._part_start[p + 1]
+        members = self.cur_b[lo:hi].tolist()
+        if b in members:
+            return False
+        if not self.g.rack_aware:
+            return True
+        rk = self._broker_rack[b]
+        same = sum(1 for i, m in enumerate(members) if lo + i != r and self._broker_rack[m] == rk)
+        return same < self._rack_limit[p]
 
     def _dir_hi(self, d: np.ndarray, add: float) -> np.ndarray:
         """Upper band of directories d if ``add`` bytes land on their broker's Active dirs."""
         b = self.dir_b[d]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            u = np.nan_to_num((self.a_load[b] + add) / self.a_cap[b])
-            if self.s.balance_brokers:
-                # A broker being filled ends at least at its lower band; judging its first
-                # arrivals against today's (near-empty) mean would refuse them all.
-                u = np.maximum(u, np.nan_to_num(self.b_lo[b] / self.b_cap[b]))
+        u = (self.a_load[b] + add) / self._a_cap_safe[b]
+        if self.s.balance_brokers:
+            # A broker being filled ends at least at its lower band; judging its first
+            # arrivals against today's (near-empty) mean would refuse them all.
+            u = np.maximum(u, self._lo_util[b])
         return np.asarray(np.minimum(self.hard[d], self.g.disk_balance * u * self.total[d]))
 
     def dest_cross(
@@ -220,18 +246,19 @@ class Planner:
         dir_in = dir_after <= self._dir_hi(cand, s)
         reps_ok = self.b_reps[b] + 1 <= self.c_hi
         lead_ok = ~np.bool_(self.c.rep_leader[r]) | (self.b_leaders[b] + 1 <= self.l_hi)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            util = np.nan_to_num(b_after / self.b_cap[b])
-            dutil = dir_after / self.total[cand]
+        util = b_after / self._b_cap_safe[b]
+        dutil = dir_after / self.total[cand]
         if goal == "bytes":
-            score = util + 1e-3 * dutil
+            # Counts rank byte moves but do not forbid them: the count phase evens them later
+            # with the smallest replicas, which costs far fewer bytes than refusing here.
+            score = util + 1e-3 * dutil + 0.02 * ~reps_ok + 0.02 * ~lead_ok
         elif goal == "reps":
-            score = self.b_reps[b] / max(self.c_hi, 1) + 1e-3 * util
+            score = self.b_reps[b] / max(self.c_hi, 1) + 1e-3 * util + 1e-6 * dutil
         else:
-            score = self.b_leaders[b] / max(self.l_hi, 1) + 1e-3 * util
+            score = self.b_leaders[b] / max(self.l_hi, 1) + 1e-3 * util + 1e-6 * dutil
         if strict:
             keep = in_band & dir_in
-            if self.s.balance_counts:
+            if goal != "bytes":
                 keep &= reps_ok & lead_ok
             if not keep.any():
                 return -1
@@ -425,6 +452,7 @@ class Planner:
         db = self.g.disk_balance
         for b in range(self.c.n_brokers):
             if not self.s.intra_ok[b] or self.a_cap[b] <= 0:
+                self._relieve_across(b)
                 continue
             dirs = [int(d) for d in self.dirs_of[b] if self.hosting[d]]
             stuck: set[int] = set()
@@ -483,6 +511,23 @@ class Planner:
                 if moved < 0:
                     stuck.add(d)
 
+    def _relieve_across(self, b: int) -> None:
+        """A broker that cannot move replicas between its own disks (an Offline dir makes
+        Kafka refuse AlterReplicaLogDirs) relieves a directory above the capacity threshold by
+        sending replicas to other brokers."""
+        if not self.s.cross_ok:
+            return
+        for d in self.dirs_of[b].tolist():
+            while self.hosting[d] and self.dir_load[d] > self.hard[d] and not self.capped:
+                r = self.shed(
+                    d,
+                    float(self.dir_load[d] - self.hard[d]),
+                    lambda r: self.dest_cross(r, strict=False),
+                    floor_room=float(self.dir_load[d]),
+                )
+                if r < 0:
+                    break
+
     def _hi_one(self, d: int, u: float) -> float:
         if not self.active[d]:
             return float(self.hard[d])
@@ -495,7 +540,16 @@ class Planner:
         count = self.b_leaders if leaders else self.b_reps
         hi_c, lo_c = (self.l_hi, self.l_lo) if leaders else (self.c_hi, self.c_lo)
         recv_b = self.recv_broker()
+        # Candidates per broker, smallest first: one sort per phase, moved ones skipped later.
+        pick = ~self.moved & self.hosting[self.cur_d]
+        if leaders:
+            pick &= self.c.rep_leader
+        cand = np.flatnonzero(pick)
+        cand = cand[np.lexsort((cand, self.size[cand], self.cur_b[cand]))]
+        starts = np.searchsorted(self.cur_b[cand], np.arange(self.c.n_brokers + 1))
+        self._small = (cand, starts)
         stuck: set[int] = set()
+        reshaped: dict[int, int] = {}
         for phase in ("excess", "deficit"):
             stuck.clear()
             while not self.capped:
@@ -511,23 +565,63 @@ class Planner:
                     ok = self._give_small(b, goal, only_broker=-1, leaders=leaders)
                 else:
                     ok = False
-                    for donor in np.argsort(-count, kind="stable").tolist():
-                        if donor == b or count[donor] - 1 < lo_c:
+                    donors = np.argsort(-count, kind="stable").tolist()[:6]
+                    if self.b_hi[b] - self.b_load[b] < 1e-3 * self.b_cap[b]:
+                        donors = []  # byte-full: make room first (below)
+                    for donor in donors:
+                        if count[donor] - 1 < lo_c:
                             break
-                        if self._give_small(donor, goal, only_broker=b, leaders=leaders):
+                        if donor == b:
+                            continue
+                        if self._give_small(
+                            donor, goal, only_broker=b, leaders=leaders, tries=TRIES
+                        ):
                             ok = True
                             break
+                if (
+                    not ok
+                    and reshaped.get(b, 0) < 16 + int(over[b]) // 4
+                    and self.s.balance_brokers
+                ):
+                    # Byte-bound: a broker at the bottom of its byte band cannot give, one at
+                    # the top cannot take. One larger replica in (or out) makes room for many
+                    # small ones the other way.
+                    reshaped[b] = reshaped.get(b, 0) + 1
+                    ok = self._refill(b, count, lo_c) if phase == "excess" else self._vent(b)
                 if not ok:
                     stuck.add(b)
 
-    def _give_small(self, b: int, goal: str, *, only_broker: int, leaders: bool) -> bool:
-        mine = np.flatnonzero((self.cur_b == b) & ~self.moved & self.hosting[self.cur_d])
-        if leaders:
-            mine = mine[self.c.rep_leader[mine]]
-        mine = mine[np.lexsort((mine, self.size[mine]))]
+    def _refill(self, b: int, count: np.ndarray, lo_c: int) -> bool:
+        room = float(self.b_hi[b] - self.b_load[b])
+        if room <= 0:
+            return False
+        with np.errstate(invalid="ignore", divide="ignore"):
+            util = np.where(self.host_b, self.b_load / self.b_cap, -np.inf)
+        for donor in np.argsort(-util, kind="stable").tolist()[:8]:
+            slack = float(self.b_load[donor] - self.b_lo[donor])
+            if donor == b or slack <= 0 or count[donor] - 1 < lo_c:
+                continue
+            need = min(0.5 * room, slack)
+            if self._shed_broker(donor, need, min(room, slack), only_broker=b) >= 0:
+                return True
+        return False
+
+    def _vent(self, b: int) -> bool:
+        slack = float(self.b_load[b] - self.b_lo[b])
+        if slack <= 0:
+            return False
+        return self._shed_broker(b, 0.5 * slack, slack, only_broker=-1) >= 0
+
+    def _give_small(
+        self, b: int, goal: str, *, only_broker: int, leaders: bool, tries: int = TRIES
+    ) -> bool:
+        cand, starts = self._small
+        mine = cand[starts[b] : starts[b + 1]]
         floor_room = float(self.b_load[b] - self.b_lo[b])
-        tries = 0
+        attempts = 0
         for r in mine.tolist():
+            if self.moved[r]:
+                continue
             if self.size_f[r] > floor_room:
                 break
             d0 = int(self.cur_d[r])
@@ -540,8 +634,10 @@ class Planner:
                     continue
             if leaders and self.b_reps[b] - 1 < self.c_lo:
                 return False
-            tries += 1
-            if tries > TRIES:
+            if only_broker >= 0 and not self._may_join(r, only_broker):
+                continue  # cheap hard-rule check first: small replicas cluster by topic
+            attempts += 1
+            if attempts > tries:
                 return False
             target = self.dest_cross(r, strict=True, only_broker=only_broker, goal=goal)
             if target >= 0 and self._budget_allows(r):

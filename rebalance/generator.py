@@ -50,7 +50,12 @@ def generate(shape: Shape) -> Cluster:
 
     n_parts = max(1, shape.replicas // rf)
     n_topics = max(1, n_parts // 24)
-    weights = rng.dirichlet(np.ones(n_topics)) * 0.5 + 0.5 / n_topics
+    ranks = rng.permutation(n_topics) + 1
+    topic_bytes = 1.0 / ranks**shape.zipf
+    hot = np.argsort(ranks)[: shape.hot_topics]
+    topic_bytes[hot] *= shape.hot_factor
+    # Big topics get more partitions (operators size them so), but less than proportionally.
+    weights = topic_bytes**0.6 * rng.lognormal(0.0, 0.3, n_topics)
     per_topic = np.maximum(1, np.round(weights * n_parts / weights.sum())).astype(np.int64)
     per_topic[-1] = max(1, per_topic[-1] + n_parts - int(per_topic.sum()))
     while per_topic.sum() > n_parts and per_topic.max() > 1:
@@ -59,10 +64,6 @@ def generate(shape: Shape) -> Cluster:
     topic_of = np.repeat(np.arange(n_topics), per_topic)
     part_num = np.concatenate([np.arange(k) for k in per_topic]).astype(np.int64)
 
-    ranks = rng.permutation(n_topics) + 1
-    topic_bytes = 1.0 / ranks**shape.zipf
-    hot = np.argsort(ranks)[: shape.hot_topics]
-    topic_bytes[hot] *= shape.hot_factor
     part_bytes = topic_bytes[topic_of] / per_topic[topic_of]
     part_bytes *= rng.lognormal(0.0, 0.5, n_parts)
 
@@ -85,7 +86,7 @@ def generate(shape: Shape) -> Cluster:
     for j in range(1, rf):
         pos[:, j] = (first + j + n_racks * shift) % old
     brokers = ring[pos]
-    _repair(brokers, broker_rack, n_racks, old)
+    _repair(brokers, broker_rack, n_racks, old, rng)
 
     # Directory: Kafka puts a new replica on the broker's directory with fewest partitions.
     flat_b = brokers.reshape(-1)
@@ -147,9 +148,11 @@ def generate(shape: Shape) -> Cluster:
     )
 
 
-def _repair(brokers: np.ndarray, rack: np.ndarray, n_racks: int, n_old: int) -> None:
+def _repair(
+    brokers: np.ndarray, rack: np.ndarray, n_racks: int, n_old: int, rng: np.random.Generator
+) -> None:
     """Fix the few rows where the shifted round robin put two replicas on one rack (racks of
-    unequal size): replace the later replica by the next broker that is on a fresh rack."""
+    unequal size): replace the later replica by a random broker on a rack with room."""
     rf = brokers.shape[1]
     limit = max(1, -(-rf // n_racks))
     racks = rack[brokers]
@@ -164,8 +167,9 @@ def _repair(brokers: np.ndarray, rack: np.ndarray, n_racks: int, n_old: int) -> 
             counts = np.bincount(rack[used], minlength=n_racks)
             if counts[rack[row[j]]] < limit and row[j] not in used:
                 continue
-            for step in range(1, n_old + 1):
-                cand = (int(row[j]) + step) % n_old
+            base = int(rng.integers(0, n_old))
+            for step in range(n_old):
+                cand = (base + step) % n_old
                 if cand not in row[:j] and cand not in row[j + 1 :] and counts[rack[cand]] < limit:
                     row[j] = cand
                     break

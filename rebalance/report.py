@@ -82,10 +82,12 @@ def figures(
     reps = np.bincount(cur_broker[serving], minlength=n_b)[hb]
     leaders = np.bincount(cur_broker[serving & cluster.rep_leader], minlength=n_b)[hb]
 
-    def band(values: np.ndarray, factor: float, *, integer: bool) -> dict[str, Any]:
+    def band(
+        values: np.ndarray, factor: float, *, integer: bool, mean: float | None = None
+    ) -> dict[str, Any]:
         if len(values) == 0:
             return {"mean": 0, "max": 0, "min": 0, "met": True}
-        m = float(values.mean())
+        m = float(values.mean()) if mean is None else mean
         hi = np.ceil(factor * m) if integer else factor * m
         lo = np.floor((2 - factor) * m) if integer else (2 - factor) * m
         tol = 0 if integer else 1e-9 * max(m, 1e-12)
@@ -105,7 +107,8 @@ def figures(
     over = host & (load > goals.capacity_threshold * total + 0.5)
     return {
         "meanUtilisation": round(mean, 6),
-        "brokerUtilisation": band(util[hb], goals.broker_balance, integer=False),
+        # Cluster mean utilisation is bytes over capacity (Cruise Control's), not a mean of means.
+        "brokerUtilisation": band(util[hb], goals.broker_balance, integer=False, mean=mean),
         "diskUtilisationOverBrokerMean": {
             "max": round(float(ratio[active].max()), 6) if active.any() else 0.0,
             "min": round(float(ratio[active].min()), 6) if active.any() else 0.0,
