@@ -214,7 +214,7 @@ class Planner:
             return True
         rk = self._broker_rack[b]
         same = sum(1 for i, m in enumerate(members) if lo + i != r and self._broker_rack[m] == rk)
-        return same < self._rack_limit[p]
+        return bool(same < self._rack_limit[p])
 
     def _dir_hi(self, d: np.ndarray, add: float) -> np.ndarray:
         """Upper band of directories d if ``add`` bytes land on their broker's Active dirs."""
