@@ -29,6 +29,9 @@ _state: dict[str, KubeApi] = {}
 _locks: dict[tuple[str, str], threading.Lock] = {}
 _locks_guard = threading.Lock()
 OWNED = {"app.kubernetes.io/managed-by": specs.MANAGED_BY}
+# A failed reconcile (API server briefly unavailable, a conflict) is retried this much later
+# instead of kopf's default minute.
+RETRY_SECONDS = 10.0
 
 
 def _now() -> str:
@@ -98,9 +101,9 @@ def reconcile_by_name(
             raise kopf.PermanentError(str(exc)) from exc
 
 
-@kopf.on.resume(specs.GROUP, specs.VERSION, "brokers")
-@kopf.on.create(specs.GROUP, specs.VERSION, "brokers")
-@kopf.on.update(specs.GROUP, specs.VERSION, "brokers")
+@kopf.on.resume(specs.GROUP, specs.VERSION, "brokers", backoff=RETRY_SECONDS)
+@kopf.on.create(specs.GROUP, specs.VERSION, "brokers", backoff=RETRY_SECONDS)
+@kopf.on.update(specs.GROUP, specs.VERSION, "brokers", backoff=RETRY_SECONDS)
 def broker_changed(
     namespace: str | None, name: str, logger: logging.Logger | logging.LoggerAdapter[Any], **_: Any
 ) -> None:

@@ -208,3 +208,19 @@ def test_logvolume_status_uses_claim_capacity_once_bound(broker: BrokerSpec) -> 
     assert bound["state"] == "Active"
     assert bound["pvName"] == "pv-1"
     assert bound["usage"] == "512Mi/2Gi"
+
+
+def test_configmap_is_a_config_the_broker_accepts(broker: BrokerSpec) -> None:
+    """Contract with spindle-broker: the operator's server.properties passes the broker's own
+    validation (which refuses unknown keys) and yields the same node id, rack and log dirs."""
+    from spindle.broker.server.config import parse_properties, settings_from_properties
+
+    text = specs.build_configmap(broker)["data"][specs.CONFIG_FILE]
+    broker_settings, storage_settings = settings_from_properties(parse_properties(text))
+    assert broker_settings.node_id == 7
+    assert broker_settings.broker_rack == "rack-a"
+    assert storage_settings.log_dirs == specs.log_dirs(broker)
+    assert storage_settings.num_replica_alter_log_dirs_threads == 2
+    assert [(lst.host, lst.port) for lst in broker_settings.advertised_listener_list] == [
+        ("b7.ns.svc", 9092)
+    ]
