@@ -52,7 +52,7 @@ def rebalance(**spec: Any) -> dict[str, Any]:
 INVALID = {
     "duplicate volume ids": (
         broker(volumes=[{"id": 0, "size": "1Gi"}, {"id": 0, "size": "2Gi"}]),
-        "Duplicate value",
+        "spec.volumes: Invalid value: volume ids must be unique",
     ),
     "reserved setting in config": (
         broker(config={"log.dirs": "/tmp/x"}),
