@@ -24,6 +24,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -516,8 +517,8 @@ class LogManager:
 
     def await_idle(self, timeout: float = 60.0) -> bool:
         """Wait (real time) until no move runs and no delete is pending; True if so."""
-        deadline = self.clock.monotonic() + timeout
-        while self.clock.monotonic() < deadline:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
             with self._lock:
                 moving = bool(self._futures)
             if not moving and self._deleter.idle():

@@ -36,7 +36,7 @@ from spindle.broker.common.errors import KafkaError, KafkaStorageError
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.storage.checkpoint import fsync_dir
 from spindle.broker.storage.log import Log, suffixed_dir_name
-from spindle.broker.storage.segment import SegmentState
+from spindle.broker.storage.segment import SegmentState, SourceShrunk
 from spindle.broker.storage.throttle import Throttle
 
 if TYPE_CHECKING:
@@ -214,7 +214,6 @@ class ReplicaMover:
             fut.drop_segments_except(bases)
             have = {s.base_offset: s for s in fut.segment_states()}
         copied = 0
-        failures = self._manager.failures
         for state in states:
             mine = have.get(state.base_offset)
             done = mine.size if mine is not None else 0
@@ -222,8 +221,9 @@ class ReplicaMover:
                 raise _Restart()
             if mine is not None and done == state.size and mine.next_offset == state.next_offset:
                 continue
-            with failures.guard(src.logdir_path, f"opening {state.log_path} to move {job.tp}"):
-                src_fd = os.open(state.log_path, os.O_RDONLY)
+            src_fd = self._open_source(src, state)
+            if src_fd is None:
+                continue
             try:
                 pos = done
                 while pos < state.size:
@@ -235,7 +235,10 @@ class ReplicaMover:
                             return None
                     else:
                         self._throttle.reserve(n)
-                    fut.copy_segment_bytes(state, src_fd, pos, n, source_logdir=src.logdir_path)
+                    try:
+                        fut.copy_segment_bytes(state, src_fd, pos, n, source_logdir=src.logdir_path)
+                    except SourceShrunk:
+                        raise _Restart() from None
                     pos += n
                     copied += n
                     self._step("copy_progress", job.tp)
@@ -244,6 +247,15 @@ class ReplicaMover:
             finally:
                 os.close(src_fd)
         return copied
+
+    def _open_source(self, src: Log, state: SegmentState) -> int | None:
+        """A read descriptor of a source segment; None if retention deleted it since the
+        snapshot (not a disk failure: the next round drops it from the future)."""
+        with self._manager.failures.guard(src.logdir_path, f"opening {state.log_path}"):
+            try:
+                return os.open(state.log_path, os.O_RDONLY)
+            except FileNotFoundError:
+                return None
 
     def _try_swap(self, job: MoveJob, src: Log, fut: Log, generation: int) -> bool:
         """Finish the copy and swap under the partition lock; False to keep copying."""

@@ -40,6 +40,11 @@ _LAST_DELTA = struct.Struct(">i")
 _MAX_TS = struct.Struct(">q")
 
 
+class SourceShrunk(Exception):
+    """The file being copied is shorter than its snapshot said: it was truncated meanwhile
+    (not a disk failure; the mover starts the copy again)."""
+
+
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
@@ -248,8 +253,8 @@ class Segment:
                         raise
                     n = _copy_fallback(src_fd, fd, src_pos, dst_pos, remaining)
                 if n == 0:
-                    raise OSError(
-                        5, f"source ended {remaining} bytes early copying into {self.log_path}"
+                    raise SourceShrunk(
+                        f"source ended {remaining} bytes early copying into {self.log_path}"
                     )
                 src_pos += n
                 dst_pos += n

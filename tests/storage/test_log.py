@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from spindle.broker.common.errors import ErrorCode, KafkaError
@@ -210,3 +211,39 @@ def test_clean_shutdown_skips_recovery_and_keeps_offsets(
     assert log2 is not None
     assert (log2.log_end_offset, log2.high_watermark, log2.segment_count) == (9, 7, 3)
     assert _batches(log2.read(8, 1000).records) == [(8, 8)]
+
+
+def test_housekeeping_checkpoints_offsets_that_survive_a_crash(
+    open_manager: Opener, dirs: list[str], clock: FakeClock
+) -> None:
+    lm = open_manager(dirs, clock=clock, **{"log.segment.bytes": 700})
+    log = lm.get_or_create_log(TP)
+    for _ in range(9):
+        log.append(build_batch([b"h" * 150]))
+    log.high_watermark = 6
+    lm.run_housekeeping()  # nothing due yet
+    assert not os.path.exists(os.path.join(log.logdir_path, "replication-offset-checkpoint"))
+    clock.advance(5)
+    lm.run_housekeeping()
+    text = Path(log.logdir_path, "replication-offset-checkpoint").read_text()
+    assert text == "0\n1\norders 0 6\n"
+    recovery = Path(log.logdir_path, "recovery-point-offset-checkpoint").read_text()
+    assert recovery == "0\n1\norders 0 9\n"
+    crash(lm)
+    log2 = open_manager(dirs, clock=clock, **{"log.segment.bytes": 700}).get_log(TP)
+    assert log2 is not None
+    assert (log2.high_watermark, log2.log_end_offset) == (6, 9)
+
+
+def test_deleted_log_is_renamed_then_removed_and_can_be_recreated(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    lm = open_manager(dirs)
+    log = lm.get_or_create_log(TP)
+    log.append(build_batch([b"bye"]))
+    assert lm.delete_log(TP)
+    assert lm.get_log(TP) is None
+    assert lm.await_idle(10)
+    assert not any(n.startswith("orders-0") for d in dirs for n in os.listdir(d))
+    assert not lm.delete_log(TP)
+    assert lm.get_or_create_log(TP).log_end_offset == 0

@@ -198,3 +198,34 @@ def test_move_into_a_disk_that_fills_up_stops_cleanly_and_the_source_keeps_servi
         _fill(log, 10, start=30_000)
         assert _values(log) == [f"{i:016d}".encode() for i in range(30_010)]
         lm.close()
+
+
+def test_truncation_and_retention_during_a_move_end_in_the_same_log(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    gate = threading.Event()
+    paused = threading.Event()
+
+    def hook(step: str, tp: TopicPartition) -> None:
+        if step == "segment_copied" and not gate.is_set():
+            paused.set()
+            gate.wait(30)
+
+    lm = open_manager(dirs, hook=hook, **{"log.segment.bytes": 4096, "log.retention.bytes": 20_000})
+    tp = TopicPartition("tr", 0)
+    lm.change_replica_dir(tp, dirs[0])
+    log = lm.get_or_create_log(tp)
+    _fill(log, 500)  # ~40 KB over ~10 segments
+    assert lm.change_replica_dir(tp, dirs[1]) is ErrorCode.NONE
+    assert paused.wait(30)
+    log.truncate_to(450)  # a follower diverged: the copy must start over
+    log.high_watermark = 450
+    assert lm.run_retention() > 0  # and old segments go meanwhile
+    start = log.log_start_offset
+    gate.set()
+    assert lm.await_idle(30)
+    assert log.logdir_path == dirs[1]
+    assert log.log_start_offset == start
+    assert _values(log) == [f"{i:016d}".encode() for i in range(start, 450)]
+    _fill(log, 5, start=450)
+    assert _values(log)[-1] == f"{454:016d}".encode()

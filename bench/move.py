@@ -1,0 +1,230 @@
+"""Benchmark: intra-broker replica move throughput and throttle accuracy (issue 2, KIP-113).
+
+1. Throughput. A partition of ``--size-gb`` GB is written to log directory A. The anchor is the
+   physical limit measured in the same run: a plain file copy of the same segment files between
+   the same two directories, whole-file ``os.copy_file_range`` + fsync (also reported:
+   ``shutil.copyfile``, i.e. sendfile). The storage engine's move (unthrottled) is timed from
+   ``change_replica_dir`` to the swap. Each copy or move goes from wherever the replica is to
+   the other directory; over ``--rounds`` rounds (the order rotates) the ratio is median copy
+   time / median move time: ``move_vs_copy_ratio`` ≥ 0.9 means the mover runs within 10% of
+   the plain copy.
+2. Throttle. With ``replica.alter.log.dirs.io.max.bytes.per.second`` set to 1, 10 and 50 MB/s
+   (10^6 bytes) a move runs and the future replica's bytes on disk are sampled over a short
+   window after a warm-up: ``throttle_<n>MBps_ratio`` = achieved / target (target 1 ± 0.05).
+
+Progress goes to stderr; the last line on stdout is one JSON object with every figure.
+Run: ``.venv/bin/python bench/move.py [--size-gb 2] [--base /some/dir]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from typing import Any
+
+from spindle.broker.common.ids import TopicPartition
+from spindle.broker.records.batch import build_batch
+from spindle.broker.storage import Log, LogManager, StorageSettings
+
+MB = 1_000_000
+BATCH_BYTES = 1 << 20
+TP = TopicPartition("bench", 0)
+
+
+def say(msg: str) -> None:
+    print(f"[bench/move] {msg}", file=sys.stderr, flush=True)
+
+
+def fill(log: Log, size: int) -> None:
+    """Append 1 MiB batches of incompressible bytes until the log holds ``size`` bytes."""
+    payload = os.urandom(BATCH_BYTES - 100)
+    batch = build_batch([payload])
+    while log.size < size:
+        log.append(batch)
+
+
+def warm(src_dir: str) -> None:
+    """Read the segments once so every contender starts with them in the page cache (the
+    machine is shared; without this the first contender after an eviction reads the disk)."""
+    for name in os.listdir(src_dir):
+        if name.endswith(".log"):
+            with open(os.path.join(src_dir, name), "rb") as f:
+                while f.read(8 << 20):
+                    pass
+
+
+def _copy_file_range(src: str, dst: str) -> None:
+    """The kernel's in-place copy of one whole file, as a plain tool would do it."""
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        remaining = os.fstat(fin.fileno()).st_size
+        while remaining > 0:
+            n = os.copy_file_range(fin.fileno(), fout.fileno(), remaining)
+            if n == 0:
+                break
+            remaining -= n
+
+
+def plain_copy(src_dir: str, dst_dir: str, method: str) -> float:
+    """Seconds to copy every segment file of ``src_dir`` into ``dst_dir`` and fsync them,
+    with ``copy_file_range`` (the physical limit: no per-chunk work at all) or
+    ``shutil.copyfile`` (what most tools do; sendfile on Linux)."""
+    os.makedirs(dst_dir)
+    start = time.perf_counter()
+    for name in sorted(os.listdir(src_dir)):
+        if not name.endswith(".log"):
+            continue
+        dst = os.path.join(dst_dir, name)
+        if method == "copy_file_range":
+            _copy_file_range(os.path.join(src_dir, name), dst)
+        else:
+            shutil.copyfile(os.path.join(src_dir, name), dst)
+        fd = os.open(dst, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    dfd = os.open(dst_dir, os.O_RDONLY | os.O_DIRECTORY)
+    os.fsync(dfd)
+    os.close(dfd)
+    elapsed = time.perf_counter() - start
+    shutil.rmtree(dst_dir)
+    return elapsed
+
+
+class SwapClock:
+    """Mover hook: notes when the future replica took the live name."""
+
+    def __init__(self) -> None:
+        self.swapped = threading.Event()
+        self.at = 0.0
+
+    def __call__(self, step: str, tp: TopicPartition) -> None:
+        if step == "after_future_renamed":
+            self.at = time.perf_counter()
+            self.swapped.set()
+
+
+def timed_move(lm: LogManager, hook: SwapClock, dest: str) -> float:
+    hook.swapped.clear()
+    start = time.perf_counter()
+    code = lm.change_replica_dir(TP, dest)
+    if code.name != "NONE":
+        raise RuntimeError(f"change_replica_dir returned {code.name}")
+    if not hook.swapped.wait(3600):
+        raise RuntimeError("move did not finish within an hour")
+    elapsed = hook.at - start
+    if not lm.await_idle(600):
+        raise RuntimeError("old replica was not deleted")
+    return elapsed
+
+
+def future_bytes(lm: LogManager) -> int:
+    fut = lm.get_future_log(TP)
+    if fut is None:
+        return -1
+    total = 0
+    try:
+        for name in os.listdir(fut.dir_path):
+            if name.endswith(".log"):
+                total += os.stat(os.path.join(fut.dir_path, name)).st_size
+    except FileNotFoundError:
+        return -1
+    return total
+
+
+def throttle_ratio(lm: LogManager, dest: str, rate: int, window: float) -> float:
+    lm.set_alter_log_dirs_throttle(rate)
+    log = lm.get_log(TP)
+    assert log is not None
+    home = log.logdir_path
+    if lm.change_replica_dir(TP, dest).name != "NONE":
+        raise RuntimeError("could not start the throttled move")
+    time.sleep(max(0.5, window / 4))  # warm-up: the first reservation starts the time line
+    t0, b0 = time.perf_counter(), future_bytes(lm)
+    time.sleep(window)
+    t1, b1 = time.perf_counter(), future_bytes(lm)
+    if b0 < 0 or b1 < 0:
+        raise RuntimeError("the throttled move finished inside the window: use a bigger size")
+    lm.change_replica_dir(TP, home)  # cancel: the future is deleted
+    lm.await_idle(60)
+    return (b1 - b0) / (t1 - t0) / rate
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="replica move throughput and throttle accuracy")
+    parser.add_argument("--size-gb", type=float, default=2.0, help="partition size, 10^9 bytes")
+    parser.add_argument("--base", default=None, help="parent of the two log dirs (default: tmp)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of copy/copy/move (median)")
+    parser.add_argument("--window", type=float, default=4.0, help="throttle window, seconds")
+    args = parser.parse_args()
+    size = int(args.size_gb * 1e9)
+    base = tempfile.mkdtemp(prefix="spindle-bench-move-", dir=args.base)
+    dir_a, dir_b = os.path.join(base, "a"), os.path.join(base, "b")
+    hook = SwapClock()
+    settings = StorageSettings.model_validate(
+        {
+            "log.dirs": [dir_a, dir_b],
+            "log.segment.bytes": 1 << 30,
+            "message.max.bytes": 2 << 20,
+            "file.delete.delay.ms": 0,
+        }
+    )
+    lm = LogManager.open(settings, cluster_id="bench", node_id=1, hook=hook, background=False)
+    results: dict[str, Any] = {"bench": "move", "size_bytes": size}
+    try:
+        lm.change_replica_dir(TP, dir_a)
+        log = lm.get_or_create_log(TP)
+        say(f"writing {size / 1e9:.2f} GB into {dir_a}")
+        fill(log, size)
+        log.flush()
+        size = log.size
+        results["size_bytes"] = size
+        times: dict[str, list[float]] = {"copy_file_range": [], "shutil": [], "move": []}
+        for i in range(args.rounds):
+            # Rotate which goes first so write-back of the previous step hurts all alike.
+            order = ["copy_file_range", "shutil", "move"]
+            order = order[i % 3 :] + order[: i % 3]
+            for what in order:
+                live = lm.get_log(TP)
+                assert live is not None
+                src = live.logdir_path
+                dst = dir_b if src == dir_a else dir_a
+                warm(live.dir_path)
+                os.sync()
+                if what == "move":
+                    took = timed_move(lm, hook, dst)
+                else:
+                    took = plain_copy(live.dir_path, os.path.join(dst, "plain-copy"), what)
+                times[what].append(took)
+                say(f"{what} {src} -> {dst}: {took:.2f} s ({size / took / MB:.0f} MB/s)")
+        medians = {k: statistics.median(v) for k, v in times.items()}
+        results["seconds"] = {k: [round(t, 3) for t in v] for k, v in times.items()}
+        results["copy_MBps"] = round(size / medians["copy_file_range"] / MB, 1)
+        results["shutil_copy_MBps"] = round(size / medians["shutil"] / MB, 1)
+        results["move_MBps"] = round(size / medians["move"] / MB, 1)
+        results["move_vs_copy_ratio"] = round(medians["copy_file_range"] / medians["move"], 3)
+        results["move_vs_shutil_copy_ratio"] = round(medians["shutil"] / medians["move"], 3)
+        current = lm.get_log(TP)
+        assert current is not None
+        other = dir_b if current.logdir_path == dir_a else dir_a
+        for rate_mb, window in ((1, args.window * 1.5), (10, args.window), (50, args.window)):
+            ratio = throttle_ratio(lm, other, rate_mb * MB, window)
+            say(f"throttle {rate_mb} MB/s over {window:.1f} s: achieved/target = {ratio:.3f}")
+            results[f"throttle_{rate_mb}MBps_ratio"] = round(ratio, 3)
+        results["targets"] = {"move_vs_copy_ratio": ">= 0.9", "throttle_*_ratio": "1 +- 0.05"}
+    finally:
+        lm.close()
+        shutil.rmtree(base, ignore_errors=True)
+    print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
