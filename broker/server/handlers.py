@@ -843,13 +843,15 @@ class KafkaApis:
                     tp = TopicPartition(t.name, p)
                     if not allowed:
                         code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-                    elif t.name not in self._topics:
-                        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     else:
                         try:
+                            # Storage remembers the destination of a replica it does not host
+                            # yet, so a topic created later is placed there (Kafka does the same).
                             code = self.logs.change_replica_dir(tp, d.path)
                         except Exception as exc:
                             code = ErrorCode(_err(exc)[0])
+                        if t.name not in self._topics and code is ErrorCode.REPLICA_NOT_AVAILABLE:
+                            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     results.setdefault(t.name, []).append(
                         {"partition_index": p, "error_code": int(code)}
                     )

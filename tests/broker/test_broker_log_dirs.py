@@ -159,3 +159,18 @@ def test_throttle_config_is_dynamic_and_described(admin, module_broker: Broker) 
     cluster = admin.describe_cluster()
     assert cluster["controller_id"] == module_broker.node_id
     assert [b["broker_id"] for b in cluster["brokers"]] == [module_broker.node_id]
+
+
+def test_dir_chosen_before_topic_creation_is_used_when_the_topic_is_created(
+    admin, module_broker: Broker
+) -> None:  # type: ignore[no-untyped-def]
+    topic = f"pre-{uuid.uuid4().hex[:8]}"
+    node = module_broker.node_id
+    dest = module_broker.log_dirs[2]
+    result = admin.alter_replica_log_dirs(
+        {TopicPartitionReplica(topic, p, node): dest for p in range(3)}
+    )
+    assert {e.__name__ for e in result.values()} == {"UnknownTopicOrPartitionError"}
+    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])
+    placed = _placement(admin, module_broker, topic)
+    assert placed == {(p, False): dest for p in range(3)}
