@@ -10,6 +10,10 @@ import signal
 import sys
 from pathlib import Path
 
+from spindle.broker.common.errors import KafkaError
+from spindle.broker.controller.etcd import EtcdError
+from spindle.broker.storage import StorageStartupError
+
 from .app import BrokerServer
 from .config import ConfigError, load_config, parse_properties
 
@@ -49,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"spindle-broker: {exc}", file=sys.stderr)
         return 2
+    except (EtcdError, StorageStartupError, KafkaError) as exc:
+        print(f"spindle-broker: cannot start: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

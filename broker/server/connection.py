@@ -49,7 +49,8 @@ async def serve_connection(
             if body is None:
                 continue
             out = encode_response(request, body)
-            writer.write(_SIZE.pack(len(out)) + out)
+            writer.write(_SIZE.pack(len(out)))
+            writer.write(out)
             if writer.transport.get_write_buffer_size() > DRAIN_ABOVE_BYTES:
                 await writer.drain()
     except (FrameError, RequestRejected) as exc:

@@ -298,3 +298,20 @@ def _fetch_all_values(wire: Wire, topic: str, partition: int = 0) -> list[bytes]
                 got = True
         if not got or offset >= part.high_watermark:
             return values
+
+
+def test_unreachable_etcd_stops_start_up_with_a_clear_message(tmp_path: Path) -> None:
+    cfg = tmp_path / "server.properties"
+    cfg.write_text(
+        f"node.id=1\nlog.dirs={tmp_path / 'd'}\nlisteners=PLAINTEXT://127.0.0.1:0\n"
+        "spindle.etcd.endpoints=http://127.0.0.1:9\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "spindle.broker", "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+    )
+    assert proc.returncode == 1
+    assert "cannot start: no etcd endpoint answered" in proc.stderr
