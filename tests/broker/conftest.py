@@ -99,6 +99,8 @@ class Broker:
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    etcd_url: str = ""
+    etcd_prefix: str = ""
 
     @property
     def bootstrap(self) -> str:
@@ -166,7 +168,16 @@ def make_broker(
     config = base / "server.properties"
     base.mkdir(parents=True, exist_ok=True)
     config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    return Broker(node_id, port, config, paths, base / "broker.log", extra=dict(extra or {}))
+    return Broker(
+        node_id,
+        port,
+        config,
+        paths,
+        base / "broker.log",
+        extra=dict(extra or {}),
+        etcd_url=etcd.url,
+        etcd_prefix=props["spindle.etcd.prefix"],
+    )
 
 
 @pytest.fixture(scope="module")

@@ -4,9 +4,11 @@ KAFKA_STORAGE_ERROR, and DescribeLogDirs reports the directory offline."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,8 +19,11 @@ from kafka.protocol.admin import DescribeLogDirsRequest, DescribeLogDirsResponse
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.producer import ProduceResponse
 from spindle.broker.common.errors import ErrorCode
+from spindle.broker.controller.etcd import EtcdClient
+from spindle.broker.controller.model import LOST_DIR, UNASSIGNED_DIR
+from spindle.broker.controller.store import MetadataStore
 
-from .conftest import Etcd, make_broker
+from .conftest import Broker, Etcd, make_broker
 from .test_broker_server import _create, _produce
 from .wire import Wire
 
@@ -77,6 +82,19 @@ def _fetch(wire: Wire, topic: str) -> int:
         ],
     )
     return int(wire.call(req, FetchResponse).responses[0].partitions[0].error_code)
+
+
+def _directories(broker: Broker, topic: str) -> list[str]:
+    async def read() -> list[str]:
+        client = EtcdClient([broker.etcd_url])
+        try:
+            store = MetadataStore(client, prefix=broker.etcd_prefix)
+            await store.load()
+            return store.topics[topic].partitions[0].directories
+        finally:
+            await client.close()
+
+    return asyncio.run(read())
 
 
 def test_failed_dir_answers_storage_error_while_the_other_keeps_serving(
@@ -164,6 +182,12 @@ def test_failed_dir_answers_storage_error_while_the_other_keeps_serving(
                 consumer.close()
                 assert got == acked
             assert "offline" in broker.log_text().lower()
+            # The controller's metadata learns that the victim's replica directory is lost.
+            deadline = time.monotonic() + 30
+            while _directories(broker, "victim") != [LOST_DIR]:
+                assert time.monotonic() < deadline, _directories(broker, "victim")
+                time.sleep(0.2)
+            assert _directories(broker, "healthy") not in ([LOST_DIR], [UNASSIGNED_DIR])
         finally:
             broker.stop()
             subprocess.run(["mount", "-o", "remount,rw", dir_b], check=False)
