@@ -130,3 +130,61 @@ def test_reconciling_an_unchanged_broker_writes_nothing_and_is_silent(
     assert {o.action for o in again.outcomes} == {"Unchanged"}
     assert events == []
     assert versions() == before
+
+
+def test_removed_empty_volume_without_delete_claim_keeps_its_claim(
+    api: KubeApi, cluster: Any
+) -> None:
+    events: list[tuple[str, str, str]] = []
+
+    def emit(type_: str, reason: str, message: str) -> None:
+        events.append((type_, reason, message))
+
+    body = _broker(cluster, "keep")
+    body["spec"]["volumes"][1]["deleteClaim"] = False
+    cluster.apply(
+        json.dumps(
+            {k: body[k] for k in ("apiVersion", "kind", "spec")} | {"metadata": {"name": "keep"}}
+        )
+    )
+    reconcile_broker(api, cluster.get("broker", "keep"), now="2026-01-01T00:00:00Z", emit=emit)
+    cluster.kubectl(
+        "patch",
+        "logvolume",
+        "keep-data-1",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": {"state": "Empty"}}),
+    )
+    cluster.kubectl(
+        "patch",
+        "broker",
+        "keep",
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": {"volumes": [{"id": 0, "size": "1Gi"}]}}),
+    )
+    events.clear()
+    ctx = reconcile_broker(
+        api, cluster.get("broker", "keep"), now="2026-01-01T00:01:00Z", emit=emit
+    )
+    assert ctx.diff.removed == (1,)
+    assert cluster.get("logvolume", "keep-data-1") is None
+    claim = cluster.get("pvc", "data-1-keep")
+    assert claim is not None, "a claim without deleteClaim must survive the volume's removal"
+    assert claim["metadata"]["labels"]["spindle.io/released"] == "true"
+    assert ("Normal", "VolumeRemoved") in {(t, r) for t, r, _ in events}
+
+    # The released claim is no longer the broker's: the next reconcile refuses nothing.
+    again = reconcile_broker(
+        api, cluster.get("broker", "keep"), now="2026-01-01T00:02:00Z", emit=emit
+    )
+    assert again.diff.allowed
+    assert again.diff.removed == ()
+    reconciled = [
+        c
+        for c in cluster.get("broker", "keep")["status"]["conditions"]
+        if c["type"] == "Reconciled"
+    ]
+    assert reconciled[0]["status"] == "True"
