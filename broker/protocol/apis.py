@@ -14,6 +14,8 @@ version, or a body that does not parse, closes the connection.
 
 from __future__ import annotations
 
+import os
+import struct
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -270,6 +272,82 @@ def encode_response(request: Request, body: Mapping[str, Any]) -> bytes:
         request.header.correlation_id, header_version=spec.response_header_version(version)
     )
     return header + bytes(payload)
+
+
+ZERO_COPY_MIN_BYTES = 4096
+"""``records`` values at least this large are spliced into the output instead of copied."""
+
+
+def _swap_records(value: Any, swapped: dict[bytes, bytes | memoryview], tag: bytes) -> Any:
+    """Copy of ``value`` with large ``records`` blobs replaced by unique 16-byte markers."""
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            if (
+                k == "records"
+                and isinstance(v, bytes | memoryview)
+                and len(v) >= ZERO_COPY_MIN_BYTES
+            ):
+                marker = tag + len(swapped).to_bytes(4, "big")
+                swapped[marker] = v
+                out[k] = marker
+            else:
+                out[k] = _swap_records(v, swapped, tag)
+        return out
+    if isinstance(value, list):
+        return [_swap_records(v, swapped, tag) for v in value]
+    return value
+
+
+def encode_response_parts(
+    request: Request, body: Mapping[str, Any]
+) -> tuple[int, list[bytes | memoryview]]:
+    """Like :func:`encode_response`, but record bytes are not copied into the output.
+
+    Record sets (Fetch's ``records``) can be megabytes; the schema codec would copy each one
+    into its output buffer and that buffer again into the frame. Instead each large blob is
+    replaced by a unique 16-byte marker, the (small) rest is encoded by the codec, and the
+    output is split at the markers with the real length prefix and the original blob spliced
+    in: a list of parts for a vectored write, and their total size. A marker's encoding is
+    ``int32 16`` + marker (non-flexible BYTES) or ``uvarint 17`` + marker (COMPACT_BYTES).
+    """
+    swapped: dict[bytes, bytes | memoryview] = {}
+    tag = os.urandom(12)
+    encoded = encode_response(request, _swap_records(body, swapped, tag))
+    if not swapped:
+        return len(encoded), [encoded]
+    flexible = request.spec.is_flexible(request.version)
+    parts: list[bytes | memoryview] = []
+    view = memoryview(encoded)
+    cursor = 0
+    total = 0
+    for marker, blob in swapped.items():
+        at = encoded.find(marker, cursor)
+        if at < 0:
+            raise AssertionError("records marker missing from the encoded response")
+        if flexible:
+            if encoded[at - 1] != 17:
+                raise AssertionError("unexpected compact length before a records marker")
+            head, prefix = view[cursor : at - 1], _uvarint(len(blob) + 1)
+        else:
+            if encoded[at - 4 : at] != b"\x00\x00\x00\x10":
+                raise AssertionError("unexpected length before a records marker")
+            head, prefix = view[cursor : at - 4], struct.pack(">i", len(blob))
+        parts += [head, prefix, blob]
+        total += len(head) + len(prefix) + len(blob)
+        cursor = at + len(marker)
+    parts.append(view[cursor:])
+    total += len(encoded) - cursor
+    return total, parts
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def api_versions_body(request: Request) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import struct
 
-from spindle.broker.protocol.apis import RequestRejected, decode_request, encode_response
+from spindle.broker.protocol.apis import RequestRejected, decode_request, encode_response_parts
 from spindle.broker.protocol.framing import SIZE_PREFIX_BYTES, FrameError, parse_frame_size
 
 from .authorizer import RequestContext
@@ -48,9 +48,10 @@ async def serve_connection(
             body = await apis.handle(ctx, request)
             if body is None:
                 continue
-            out = encode_response(request, body)
-            writer.write(_SIZE.pack(len(out)))
-            writer.write(out)
+            size, parts = encode_response_parts(request, body)
+            writer.write(_SIZE.pack(size))
+            for part in parts:
+                writer.write(part)
             if writer.transport.get_write_buffer_size() > DRAIN_ABOVE_BYTES:
                 await writer.drain()
     except (FrameError, RequestRejected) as exc:

@@ -145,3 +145,27 @@ def test_every_advertised_version_decodes_client_requests_and_encodes_responses(
     out = encode_response(req, body)
     back = spec.response_class.decode(out, version=version, header=True)
     assert back.header.correlation_id == version + 100
+
+
+@pytest.mark.parametrize("version", [4, 11, 12])
+def test_spliced_fetch_response_equals_the_codec_output(version: int) -> None:
+    from kafka.protocol.consumer import FetchRequest
+    from spindle.broker.protocol.apis import encode_response_parts
+
+    req = decode_request(_client_request(FetchRequest, version, corr=5))
+    blobs = [bytes([i]) * (5000 + i) for i in range(3)] + [b"small"]
+    body = {
+        "responses": [
+            {
+                "topic": "t",
+                "partitions": [
+                    {"partition_index": i, "high_watermark": 9, "records": blob}
+                    for i, blob in enumerate(blobs)
+                ],
+            }
+        ]
+    }
+    size, parts = encode_response_parts(req, body)
+    joined = b"".join(bytes(p) for p in parts)
+    assert len(joined) == size
+    assert joined == encode_response(req, body)
