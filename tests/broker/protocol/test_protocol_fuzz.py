@@ -17,13 +17,13 @@ def _decode_or_reject(data: bytes) -> None:
         decode_request(data)
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=256))
 def test_random_bytes_decode_or_are_rejected(data: bytes) -> None:
     _decode_or_reject(data)
 
 
-@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     key=st.sampled_from(sorted(SUPPORTED_APIS)) | st.integers(-(2**15), 2**15 - 1),
     version=st.integers(-(2**15), 2**15 - 1) | st.integers(0, 14),
@@ -38,6 +38,7 @@ def test_valid_looking_headers_with_random_bodies_decode_or_are_rejected(
     _decode_or_reject(raw)
 
 
+@settings(deadline=None)
 @given(st.binary(min_size=4, max_size=4))
 def test_any_size_prefix_is_accepted_or_refused_with_a_frame_error(prefix: bytes) -> None:
     try:
