@@ -315,3 +315,52 @@ def test_unreachable_etcd_stops_start_up_with_a_clear_message(tmp_path: Path) ->
     )
     assert proc.returncode == 1
     assert "cannot start: no etcd endpoint answered" in proc.stderr
+
+
+def test_list_offsets_by_timestamp_finds_the_first_later_batch(module_broker: Broker) -> None:
+    with Wire(module_broker.port) as wire:
+        _create(wire, "by-time")
+        for i, ts in enumerate((1_000, 2_000, 3_000)):
+            batch = build_batch([b"a", b"b"], timestamp_ms=ts)
+            req = ProduceRequest[9](
+                transactional_id=None,
+                acks=1,
+                timeout_ms=5000,
+                topic_data=[
+                    ProduceRequest.TopicProduceData(
+                        name="by-time",
+                        partition_data=[
+                            ProduceRequest.TopicProduceData.PartitionProduceData(
+                                index=0, records=batch
+                            )
+                        ],
+                    )
+                ],
+            )
+            assert (
+                wire.call(req, ProduceResponse, corr=i)
+                .responses[0]
+                .partition_responses[0]
+                .error_code
+                == 0
+            )
+        found = {}
+        for ts in (0, 1_500, 3_000, 9_999):
+            req = ListOffsetsRequest[7](
+                replica_id=-1,
+                isolation_level=0,
+                topics=[
+                    ListOffsetsRequest.ListOffsetsTopic(
+                        name="by-time",
+                        partitions=[
+                            ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                                partition_index=0, current_leader_epoch=-1, timestamp=ts
+                            )
+                        ],
+                    )
+                ],
+            )
+            part = wire.call(req, ListOffsetsResponse).topics[0].partitions[0]
+            assert part.error_code == 0
+            found[ts] = part.offset
+        assert found == {0: 0, 1_500: 2, 3_000: 4, 9_999: -1}
