@@ -8,6 +8,7 @@ a reconcile is, in order (the Strimzi ``KafkaReconciler.reconcile()`` shape):
 3. ``apply_config``: ConfigMap and Service;
 4. ``apply_volumes``: claims (created or grown) and LogVolumes;
 5. ``release_removed``: LogVolumes (and claims with deleteClaim) of removed, emptied volumes;
+   a kept claim is labelled released, and taken back when its volume id is declared again;
 6. ``apply_pod``: the Pod, replaced when its volumes or settings changed;
 7. ``volume_status``: each LogVolume's status from its claim;
 8. ``broker_status``: phase, volume counts, conditions, observedGeneration.
@@ -47,6 +48,7 @@ class Context:
     emit: EventSink
     claims: dict[int, dict[str, Any]] = field(default_factory=dict)
     logvolumes: dict[int, dict[str, Any]] = field(default_factory=dict)
+    released: dict[int, dict[str, Any]] = field(default_factory=dict)
     diff: StorageDiff = field(default_factory=StorageDiff)
     outcomes: list[Outcome] = field(default_factory=list)
     pod: dict[str, Any] | None = None
@@ -70,9 +72,13 @@ def _volume_id(obj: Mapping[str, Any]) -> int | None:
 
 def read_storage(ctx: Context) -> None:
     namespace = ctx.broker.namespace
-    for claim in ctx.api.list(PVCS, namespace, ctx.selector()):
+    for claim in ctx.api.list(PVCS, namespace, f"{specs.LABEL_BROKER}={ctx.broker.name}"):
         volume_id = _volume_id(claim)
-        if volume_id is not None:
+        if volume_id is None:
+            continue
+        if LABEL_RELEASED in (claim["metadata"].get("labels") or {}):
+            ctx.released[volume_id] = claim
+        else:
             ctx.claims[volume_id] = claim
     for logvolume in ctx.api.list(LOGVOLUMES, namespace, ctx.selector()):
         volume_id = _volume_id(logvolume)
@@ -82,7 +88,11 @@ def read_storage(ctx: Context) -> None:
 
 def check_storage(ctx: Context) -> None:
     existing = []
-    for volume_id, claim in ctx.claims.items():
+    declared = {v.id for v in ctx.broker.volumes}
+    # A released claim counts again once its volume id is declared again: it still holds the
+    # old data, so its size and class are checked like any other claim's.
+    reattached = {i: c for i, c in ctx.released.items() if i in declared and i not in ctx.claims}
+    for volume_id, claim in {**ctx.claims, **reattached}.items():
         request = claim.get("spec", {}).get("resources", {}).get("requests", {}).get("storage")
         state = (ctx.logvolumes.get(volume_id, {}).get("status") or {}).get("state")
         existing.append(
@@ -103,6 +113,16 @@ def apply_config(ctx: Context) -> None:
 
 def apply_volumes(ctx: Context) -> None:
     for volume in ctx.broker.volumes:
+        claim = ctx.released.get(volume.id)
+        if claim is not None and volume.id not in ctx.claims:
+            name = claim["metadata"]["name"]
+            patch = {"metadata": {"labels": {LABEL_RELEASED: None}}}
+            ctx.api.patch(PVCS, ctx.broker.namespace, name, patch)
+            ctx.emit(
+                "Normal",
+                "VolumeReattached",
+                f"volume {volume.id}: reusing released PVC {name} and the data it holds",
+            )
         ctx.applied(apply_object(ctx.api, specs.build_pvc(ctx.broker, volume)))
         ctx.applied(apply_object(ctx.api, specs.build_logvolume(ctx.broker, volume)))
 

@@ -174,6 +174,7 @@ def test_removed_empty_volume_without_delete_claim_keeps_its_claim(
     claim = cluster.get("pvc", "data-1-keep")
     assert claim is not None, "a claim without deleteClaim must survive the volume's removal"
     assert claim["metadata"]["labels"]["spindle.io/released"] == "true"
+    uid = claim["metadata"]["uid"]
     assert ("Normal", "VolumeRemoved") in {(t, r) for t, r, _ in events}
 
     # The released claim is no longer the broker's: the next reconcile refuses nothing.
@@ -188,3 +189,23 @@ def test_removed_empty_volume_without_delete_claim_keeps_its_claim(
         if c["type"] == "Reconciled"
     ]
     assert reconciled[0]["status"] == "True"
+
+    # Declaring the volume id again takes the kept claim (and its data) back.
+    cluster.kubectl(
+        "patch",
+        "broker",
+        "keep",
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": {"volumes": [{"id": 0, "size": "1Gi"}, {"id": 1, "size": "1Gi"}]}}),
+    )
+    events.clear()
+    back = reconcile_broker(
+        api, cluster.get("broker", "keep"), now="2026-01-01T00:03:00Z", emit=emit
+    )
+    assert back.diff.allowed
+    claim = cluster.get("pvc", "data-1-keep")
+    assert claim["metadata"]["uid"] == uid
+    assert "spindle.io/released" not in claim["metadata"]["labels"]
+    assert cluster.get("logvolume", "keep-data-1") is not None
+    assert ("Normal", "VolumeReattached") in {(t, r) for t, r, _ in events}
