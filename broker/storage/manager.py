@@ -283,7 +283,7 @@ class LogManager:
             live = self._logs.get(tp)
             if live is not None and not self.failures.is_offline(live.logdir_path):
                 self._futures[tp] = fut
-                self._mover.submit(MoveJob(tp, fut))
+                self._mover.submit(MoveJob(tp, fut, resumed=True))
             elif live is None and not any_offline:
                 target = os.path.join(fut.logdir_path, partition_dir_name(tp))
                 with self.failures.guard(fut.logdir_path, f"promoting future log of {tp}"):
@@ -521,7 +521,8 @@ class LogManager:
         while time.monotonic() < deadline:
             with self._lock:
                 moving = bool(self._futures)
-            if not moving and self._deleter.idle():
+            mover_idle = self._mover is None or self._mover.idle()
+            if not moving and mover_idle and self._deleter.idle():
                 return True
             self._stop.wait(0.01)
         return False

@@ -61,6 +61,8 @@ class MoveJob:
 
     tp: TopicPartition
     future: Log
+    resumed: bool = False
+    """Found on disk at start-up: its bytes are checked against the source before reuse."""
     cancel: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
     active: bool = False
@@ -88,6 +90,7 @@ class ReplicaMover:
         self._waiting: dict[TopicPartition, MoveJob] = {}
         self._jobs: dict[TopicPartition, MoveJob] = {}
         self._stopped = False
+        self._running = 0
         self._threads = [
             threading.Thread(target=self._work, name=f"replica-alter-log-dirs-{i}", daemon=True)
             for i in range(threads)
@@ -137,8 +140,10 @@ class ReplicaMover:
                 job.done.set()
 
     def idle(self) -> bool:
+        """No job waiting or registered, and no thread still inside one (a stopped job may
+        still be unwinding, e.g. restoring a renamed directory)."""
         with self._cond:
-            return not self._jobs
+            return not self._jobs and self._running == 0
 
     def shutdown(self) -> None:
         """Stop every job (futures stay on disk, resumed at the next start) and the threads."""
@@ -163,6 +168,7 @@ class ReplicaMover:
                 tp = min(self._waiting)
                 job = self._waiting.pop(tp)
                 job.active = True
+                self._running += 1
             try:
                 self._run(job)
             except KafkaError as exc:
@@ -172,6 +178,7 @@ class ReplicaMover:
             finally:
                 with self._cond:
                     job.active = False
+                    self._running -= 1
                     if self._jobs.get(job.tp) is job:
                         del self._jobs[job.tp]
                     job.done.set()
@@ -185,6 +192,8 @@ class ReplicaMover:
         if src is None:
             return
         fut = job.future
+        if job.resumed:
+            self._trim_resumed(src, fut)
         seen_generation: int | None = None
         while not job.cancel.is_set():
             generation, states = src.snapshot()
@@ -248,6 +257,40 @@ class ReplicaMover:
                 os.close(src_fd)
         return copied
 
+    def _trim_resumed(self, src: Log, fut: Log) -> None:
+        """Keep only the future's segments that still match the source: same base offset, not
+        longer, and the same bytes in their last 64 KiB (the source may have been truncated
+        and appended to before the crash). Everything from the first mismatch is dropped."""
+        _, states = src.snapshot()
+        source = {s.base_offset: s for s in states}
+        keep: set[int] = set()
+        for mine in fut.segment_states():
+            theirs = source.get(mine.base_offset)
+            if theirs is None or mine.size > theirs.size:
+                break
+            length = min(mine.size, 64 << 10)
+            start = mine.size - length
+            with (
+                self._manager.failures.guard(fut.logdir_path, "checking a resumed future"),
+                open(mine.log_path, "rb") as f,
+            ):
+                f.seek(start)
+                ours = f.read(length)
+            src_fd = self._open_source(src, theirs)
+            if src_fd is None:
+                break
+            try:
+                with self._manager.failures.guard(src.logdir_path, "checking a resumed move"):
+                    same = os.pread(src_fd, length, start) == ours
+            finally:
+                os.close(src_fd)
+            if not same:
+                break
+            keep.add(mine.base_offset)
+        if len(keep) < len(fut.segment_states()):
+            log.info("resumed move of %s: re-copying from segment %d on", src.tp, len(keep))
+            fut.drop_segments_except(keep)
+
     def _open_source(self, src: Log, state: SegmentState) -> int | None:
         """A read descriptor of a source segment; None if retention deleted it since the
         snapshot (not a disk failure: the next round drops it from the future)."""
@@ -285,9 +328,17 @@ class ReplicaMover:
                 src.rename_dir(delete_path)
                 self._step("after_live_renamed", job.tp)
                 new_live = os.path.join(fut.logdir_path, os.path.basename(live_path))
-                with failures.guard(fut.logdir_path, f"renaming future log of {job.tp}"):
-                    os.rename(fut.dir_path, new_live)
-                    fsync_dir(fut.logdir_path)
+                try:
+                    with failures.guard(fut.logdir_path, f"renaming future log of {job.tp}"):
+                        os.rename(fut.dir_path, new_live)
+                        fsync_dir(fut.logdir_path)
+                except KafkaStorageError:
+                    # The destination failed: the live replica must not stay named -delete.
+                    with failures.guard(src.logdir_path, f"restoring {live_path}"):
+                        os.rename(delete_path, live_path)
+                        fsync_dir(src.logdir_path)
+                    src.rename_dir(live_path)
+                    raise
                 fut.rename_dir(new_live)
                 self._step("after_future_renamed", job.tp)
                 old_logdir = src.logdir_path

@@ -229,3 +229,31 @@ def test_truncation_and_retention_during_a_move_end_in_the_same_log(
     assert _values(log) == [f"{i:016d}".encode() for i in range(start, 450)]
     _fill(log, 5, start=450)
     assert _values(log)[-1] == f"{454:016d}".encode()
+
+
+def test_destination_failing_mid_swap_gives_the_live_replica_its_name_back(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    def hook(step: str, tp: TopicPartition) -> None:
+        if step == "after_live_renamed":  # the destination dies between the two renames
+            os.rename(dirs[1], dirs[1] + ".gone")
+            Path(dirs[1]).write_text("dead disk")
+
+    lm = open_manager(dirs, hook=hook, **{"log.segment.bytes": 4096})
+    tp = TopicPartition("undo", 0)
+    lm.change_replica_dir(tp, dirs[0])
+    log = lm.get_or_create_log(tp)
+    _fill(log, 300)
+    live_path = log.dir_path
+    assert lm.change_replica_dir(tp, dirs[1]) is ErrorCode.NONE
+    assert lm.await_idle(30)
+    assert lm.offline_dirs == [dirs[1]]
+    assert log.dir_path == live_path
+    assert os.path.isdir(live_path)
+    assert [n for n in os.listdir(dirs[0]) if n.startswith("undo-0")] == ["undo-0"]
+    _fill(log, 10, start=300)
+    lm.close()
+    again = open_manager(dirs, **{"log.segment.bytes": 4096})
+    reopened = again.get_log(tp)
+    assert reopened is not None
+    assert _values(reopened) == [f"{i:016d}".encode() for i in range(310)]

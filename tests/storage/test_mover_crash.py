@@ -6,13 +6,15 @@ bytes and no orphan ``-future``/``-delete`` directory.
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Callable
 from pathlib import Path
 
+import crc32c
 import pytest
 from spindle.broker.common.errors import ErrorCode, KafkaStorageError
 from spindle.broker.common.ids import TopicPartition
-from spindle.broker.records.batch import build_batch
+from spindle.broker.records.batch import build_batch, validate
 from spindle.broker.storage import Log, LogManager
 
 from .faults import Child
@@ -147,3 +149,30 @@ def test_lone_future_with_a_directory_offline_is_left_untouched_and_the_partitio
         n: Path(dirs[1], future_name, n).read_bytes()
         for n in os.listdir(Path(dirs[1], future_name))
     } == future_files
+
+
+def test_resumed_move_recopies_future_segments_that_no_longer_match_the_source(
+    tmp_path: Path, open_manager: Opener
+) -> None:
+    dirs = [str(tmp_path / f"d{i}") for i in range(3)]
+    _produce_move_and_kill(dirs, "copy_progress", 4)
+    future = next(n for n in os.listdir(dirs[1]) if n.endswith("-future"))
+    copied = sorted(n for n in os.listdir(Path(dirs[1], future)) if n.endswith(".log"))
+    assert len(copied) >= 3
+    # Before the crash the source was truncated and re-appended: same offsets, other bytes.
+    second = Path(dirs[0], "mv-0", copied[1])
+    raw = bytearray(second.read_bytes())
+    last = validate(raw)[-1]
+    batch = bytearray(raw[last.position : last.position + last.size].replace(b"-", b"_"))
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
+    raw[last.position :] = batch
+    second.write_bytes(raw)
+    source_now = {n: Path(dirs[0], "mv-0", n).read_bytes() for n in copied}
+
+    lm = open_manager(dirs)
+    assert lm.await_idle(60)
+    log = lm.get_log(TopicPartition("mv", 0))
+    assert log is not None
+    assert log.logdir_path == dirs[1]
+    for name, content in source_now.items():
+        assert Path(dirs[1], "mv-0", name).read_bytes() == content
