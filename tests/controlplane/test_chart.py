@@ -71,12 +71,16 @@ def test_namespace_scope_grants_roles_only_in_the_watched_namespaces(
     roles = sorted((d["kind"], d["metadata"]["namespace"]) for d in docs if d["kind"] == "Role")
     assert roles == [("Role", "team-a"), ("Role", "team-b")]
     cluster_roles = [d for d in docs if d["kind"] == "ClusterRole"]
-    # Only the discovery role is cluster-wide; it reads CRDs and namespaces and nothing else.
+    # Only the discovery role is cluster-wide, and it reads CRDs and namespaces, nothing else.
     assert [r["metadata"]["name"] for r in cluster_roles] == ["scoped-spindle-operator-discovery"]
-    assert {res for rule in cluster_roles[0]["rules"] for res in rule["resources"]} == {
-        "customresourcedefinitions",
-        "namespaces",
-    }
+    assert cluster_roles[0]["rules"] == [
+        {
+            "apiGroups": ["apiextensions.k8s.io"],
+            "resources": ["customresourcedefinitions"],
+            "verbs": ["list", "watch"],
+        },
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
+    ]
     (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--namespace=team-a" in args

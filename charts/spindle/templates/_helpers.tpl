@@ -36,7 +36,7 @@ What the operator does in the namespaces it serves, verb by verb (least privileg
 - LogVolumes: created, patched and deleted by the operator (one per volume), status written.
 - Reassignments and Rebalances: watched, annotated by kopf, status written.
 - Pods, PVCs, ConfigMaps, Services: the objects a Broker owns, created/patched/deleted.
-- Events: what kubectl describe shows about the operator's actions.
+- Events (core/v1, which kopf and the operator post): what kubectl describe shows.
 No Secrets, no Nodes, no PersistentVolumes writes, no wildcard.
 */}}
 {{- define "spindle.namespacedRules" -}}
@@ -53,9 +53,6 @@ No Secrets, no Nodes, no PersistentVolumes writes, no wildcard.
   resources: [pods, persistentvolumeclaims, configmaps, services]
   verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [""]
-  resources: [events]
-  verbs: [create]
-- apiGroups: [events.k8s.io]
   resources: [events]
   verbs: [create]
 {{- end -}}
