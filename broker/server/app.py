@@ -99,7 +99,11 @@ class BrokerServer:
             static_configs=self.static_configs,
         )
         for topic in list(self.store.topics.values()):
-            await self.apis.create_local_logs(topic)
+            await self.apis.create_local_logs(topic, is_new=False)
+        # This broker is the only replica of everything it hosts: every appended offset is
+        # committed, so the high watermark is the log end (the checkpoint may lag after a crash).
+        for partition_log in self.logs.logs().values():
+            partition_log.high_watermark = partition_log.log_end_offset
         self.apis.apply_dynamic_broker_configs()
         self._reporter = asyncio.create_task(self._report_directories())
         log.info(

@@ -165,18 +165,23 @@ class KafkaApis:
             )
         found = self.logs.get_log(tp)
         if found is None:
-            # Assigned here but not created yet (e.g. created while a dir was offline).
-            found = self.logs.get_or_create_log(tp)
+            # Assigned here but not created yet. It may have lived in a directory that is now
+            # offline, so storage refuses (KAFKA_STORAGE_ERROR) while any directory is offline.
+            found = self.logs.get_or_create_log(tp, is_new=False)
         return found
 
-    async def create_local_logs(self, topic: TopicState) -> None:
-        """Create this broker's replicas of ``topic`` and report their directories."""
+    async def create_local_logs(self, topic: TopicState, *, is_new: bool = True) -> None:
+        """Create this broker's replicas of ``topic`` and report their directories.
+
+        ``is_new=False`` at start-up: a missing replica may sit on an offline directory, and
+        storage then refuses to create an empty one elsewhere (Kafka's rule).
+        """
         for p in topic.partitions.values():
             if self.node_id not in p.replicas:
                 continue
             tp = TopicPartition(topic.name, p.partition)
             try:
-                created = self.logs.get_or_create_log(tp)
+                created = self.logs.get_or_create_log(tp, is_new=is_new)
             except KafkaError as exc:
                 log.warning("cannot create %s: %s", tp, exc)
                 continue

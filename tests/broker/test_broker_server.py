@@ -364,3 +364,20 @@ def test_list_offsets_by_timestamp_finds_the_first_later_batch(module_broker: Br
             assert part.error_code == 0
             found[ts] = part.offset
         assert found == {0: 0, 1_500: 2, 3_000: 4, 9_999: -1}
+
+
+def test_acked_records_are_readable_after_a_crash_restart(tmp_path: Path, etcd: Etcd) -> None:
+    broker = make_broker(tmp_path, etcd, dirs=2)
+    broker.start()
+    try:
+        with Wire(broker.port) as wire:
+            _create(wire, "crashy")
+            for i in range(10):
+                resp = wire.call(_produce("crashy", 0, [f"r{i}".encode()]), ProduceResponse, corr=i)
+                assert resp.responses[0].partition_responses[0].error_code == 0
+        broker.kill()  # SIGKILL: no clean shutdown, checkpoints may lag
+        broker.start()
+        with Wire(broker.port) as wire:
+            assert _fetch_all_values(wire, "crashy") == [f"r{i}".encode() for i in range(10)]
+    finally:
+        broker.stop()
