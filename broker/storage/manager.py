@@ -619,8 +619,14 @@ class LogManager:
 
     # --- checkpoints, retention, housekeeping ----------------------------------------------
 
-    def checkpoint_dir(self, path: str, *, missing_ok: bool = False) -> None:
-        """Write the three checkpoint files of ``path`` from the replicas in memory."""
+    def checkpoint_dir(
+        self,
+        path: str,
+        *,
+        missing_ok: bool = False,
+        files: Collection[str] = (RECOVERY_POINT, LOG_START_OFFSET, REPLICATION_OFFSET),
+    ) -> None:
+        """Write checkpoint ``files`` of ``path`` (default all three) from memory."""
         if self.failures.is_offline(path):
             if missing_ok:
                 return
@@ -628,15 +634,23 @@ class LogManager:
         with self._lock:
             logs = [lg for lg in self._logs.values() if lg.logdir_path == path]
             futures = [lg for lg in self._futures.values() if lg.logdir_path == path]
-        recovery = {lg.tp: lg.recovery_point for lg in [*logs, *futures]}
         # A future replica about to be swapped in carries the live log's offsets with it.
-        starts = {lg.tp: lg.log_start_offset for lg in [*logs, *futures]}
-        hws = {lg.tp: lg.high_watermark for lg in [*logs, *futures]}
+        replicas = [*logs, *futures]
+        values = {
+            RECOVERY_POINT: {lg.tp: lg.recovery_point for lg in replicas},
+            LOG_START_OFFSET: {lg.tp: lg.log_start_offset for lg in replicas},
+            REPLICATION_OFFSET: {lg.tp: lg.high_watermark for lg in replicas},
+        }
         d = self._dirs[path]
         with self.failures.guard(path, "writing checkpoints"):
-            write_checkpoint(d.file(RECOVERY_POINT), recovery)
-            write_checkpoint(d.file(LOG_START_OFFSET), starts)
-            write_checkpoint(d.file(REPLICATION_OFFSET), hws)
+            for name in files:
+                write_checkpoint(d.file(name), values[name])
+
+    def checkpoint_all(self, files: Collection[str]) -> None:
+        """Write checkpoint ``files`` in every online directory (errors take it offline)."""
+        for path in self.online_dirs:
+            with contextlib.suppress(KafkaStorageError):
+                self.checkpoint_dir(path, files=files)
 
     def flush_and_checkpoint(self) -> None:
         """Flush every log, then checkpoint every online directory (errors go offline)."""
@@ -666,13 +680,14 @@ class LogManager:
         s = self.settings
         if self._due("retention", now, s.log_retention_check_interval_ms):
             self.run_retention()
-        interval = min(
-            s.log_flush_offset_checkpoint_interval_ms,
-            s.log_flush_start_offset_checkpoint_interval_ms,
-            s.replica_high_watermark_checkpoint_interval_ms,
-        )
-        if self._due("checkpoint", now, interval):
+        # Recovery points only move when data is flushed, so that task flushes first; the
+        # other two checkpoints just record offsets held in memory.
+        if self._due("recovery", now, s.log_flush_offset_checkpoint_interval_ms):
             self.flush_and_checkpoint()
+        if self._due("log-start", now, s.log_flush_start_offset_checkpoint_interval_ms):
+            self.checkpoint_all([LOG_START_OFFSET])
+        if self._due("high-watermark", now, s.replica_high_watermark_checkpoint_interval_ms):
+            self.checkpoint_all([REPLICATION_OFFSET])
 
     def _due(self, task: str, now: int, interval_ms: int) -> bool:
         last = self._last_run.setdefault(task, now)
