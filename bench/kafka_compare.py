@@ -156,7 +156,9 @@ def start_etcd(work: Path) -> tuple[subprocess.Popen[bytes], str]:
             time.sleep(0.1)
 
 
-def start_spindle(work: Path, dirs: int, etcd_url: str) -> tuple[subprocess.Popen[bytes], int]:
+def start_spindle(
+    work: Path, dirs: int, etcd_url: str, extra: list[str]
+) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     config = work / "spindle.properties"
     config.write_text(
@@ -167,6 +169,7 @@ def start_spindle(work: Path, dirs: int, etcd_url: str) -> tuple[subprocess.Pope
                 f"log.dirs={','.join(str(work / f'spindle-d{i}') for i in range(dirs))}",
                 f"spindle.etcd.endpoints={etcd_url}",
                 f"spindle.etcd.prefix=/bench/{uuid.uuid4().hex}",
+                *extra,
                 "",
             ]
         )
@@ -281,6 +284,8 @@ def move_all(port: int, topic: str, partitions: int) -> tuple[float, int]:
             dirs: list[str] = []
             for entry in admin.describe_log_dirs():
                 for d in entry["log_dirs"]:
+                    if d["error_code"]:
+                        raise RuntimeError(f"log dir {d['log_dir']} went offline during the run")
                     dirs.append(d["log_dir"])
                     for t in d["topics"]:
                         if t["name"] != topic:
@@ -321,6 +326,13 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--dirs", type=int, default=2, help="log directories per broker")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds; best kept")
+    parser.add_argument(
+        "--spindle-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Spindle broker config line (repeatable)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="spindle-bench-"))
@@ -334,7 +346,7 @@ def main() -> int:
         procs.append(kafka)
         etcd, url = start_etcd(work)
         procs.append(etcd)
-        spindle, sport = start_spindle(work, args.dirs, url)
+        spindle, sport = start_spindle(work, args.dirs, url, args.spindle_set)
         procs.append(spindle)
         for r in range(args.rounds):
             for name, port in (("kafka", kport), ("spindle", sport)):
@@ -361,6 +373,7 @@ def main() -> int:
         "dirs": args.dirs,
         "message_bytes": MSG_SIZE,
         "rounds": args.rounds,
+        "spindle_set": args.spindle_set,
         "client": "librdkafka (confluent-kafka), acks=1, no compression",
     }
     for metric in ("produce_mb_s", "consume_mb_s", "move_mb_s"):
