@@ -50,9 +50,21 @@ def partition_dir_name(tp: TopicPartition) -> str:
     return f"{tp.topic}-{tp.partition}"
 
 
+NAME_MAX = 255
+TOPIC_FILE = "partition.topic"
+"""Inside a future replica whose directory name had to cut the topic: the full topic name."""
+
+
 def suffixed_dir_name(tp: TopicPartition, suffix: str) -> str:
-    """``topic-partition.<uuid32hex><suffix>`` as Kafka names future and deleted replicas."""
-    return f"{partition_dir_name(tp)}.{uuid.uuid4().hex}{suffix}"
+    """``topic-partition.<uuid32hex><suffix>`` as Kafka names future and deleted replicas,
+    with the topic cut so the name fits in 255 bytes (Kafka's ``LocalLog``): a 249-character
+    topic would otherwise fail with ENAMETOOLONG and take the directory offline."""
+    tail = f"-{tp.partition}.{uuid.uuid4().hex}{suffix}"
+    return tp.topic[: NAME_MAX - len(tail)] + tail
+
+
+def name_is_cut(tp: TopicPartition, name: str) -> bool:
+    return not name.startswith(partition_dir_name(tp) + ".")
 
 
 def parse_dir_name(name: str) -> tuple[TopicPartition, str] | None:
@@ -154,6 +166,9 @@ class Log:
         )
         with failures.guard(logdir_path, f"creating log {dir_path}"):
             os.makedirs(dir_path, exist_ok=False)
+            if name_is_cut(tp, os.path.basename(dir_path)) and is_future:
+                with open(os.path.join(dir_path, TOPIC_FILE), "w", encoding="utf-8") as f:
+                    f.write(tp.topic)
             log._segments.append(log._new_segment(initial_offset))
         log._log_start_offset = initial_offset
         log._high_watermark = initial_offset

@@ -44,6 +44,7 @@ from spindle.broker.storage.failure import LogDirFailureChannel
 from spindle.broker.storage.log import (
     DELETE_SUFFIX,
     FUTURE_SUFFIX,
+    TOPIC_FILE,
     Log,
     parse_dir_name,
     partition_dir_name,
@@ -239,6 +240,10 @@ class LogManager:
             if parsed is None:
                 continue
             tp, kind = parsed
+            topic_file = os.path.join(full, TOPIC_FILE)
+            if kind == FUTURE_SUFFIX and os.path.exists(topic_file):
+                with self.failures.guard(path, f"reading {topic_file}"), open(topic_file) as f:
+                    tp = TopicPartition(f.read().strip(), tp.partition)
             if kind == DELETE_SUFFIX:
                 self.schedule_delete(full, path)
                 continue

@@ -13,6 +13,7 @@ from spindle.broker.common.ids import TopicPartition
 from spindle.broker.records.batch import build_batch, validate
 from spindle.broker.storage import Log, LogManager
 
+from .conftest import crash
 from .faults import needs_root, tmpfs
 
 Opener = Callable[..., LogManager]
@@ -257,3 +258,71 @@ def test_destination_failing_mid_swap_gives_the_live_replica_its_name_back(
     reopened = again.get_log(tp)
     assert reopened is not None
     assert _values(reopened) == [f"{i:016d}".encode() for i in range(310)]
+
+
+def test_longest_topic_name_moves_and_resumes_with_its_future_name_cut_to_255(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    tp = TopicPartition("t" * 249, 7)  # Kafka's longest legal topic name
+
+    fired = threading.Event()
+
+    def hook(step: str, moving: TopicPartition) -> None:
+        if step == "segment_copied":
+            fired.set()
+            raise RuntimeError("simulated crash in the middle of the copy")
+
+    lm = open_manager(dirs, hook=hook, **{"log.segment.bytes": 4096})
+    lm.change_replica_dir(tp, dirs[0])
+    log = lm.get_or_create_log(tp)
+    _fill(log, 200)
+    assert lm.change_replica_dir(tp, dirs[1]) is ErrorCode.NONE
+    future = lm.get_future_log(tp)
+    assert future is not None
+    name = os.path.basename(future.dir_path)
+    assert len(name) == 255
+    assert name.endswith("-7." + name[-39:-7] + "-future")
+    assert fired.wait(30)  # the copy stopped part-way: the future stays, cut name and all
+    crash(lm)
+    again = open_manager(dirs, **{"log.segment.bytes": 4096})
+    assert again.offline_dirs == []
+    assert again.await_idle(30)
+    moved = again.get_log(tp)
+    assert moved is not None
+    assert moved.logdir_path == dirs[1]
+    assert _values(moved) == [f"{i:016d}".encode() for i in range(200)]
+    assert _no_leftovers(dirs) == []
+
+
+def test_source_failing_mid_move_stops_the_move_and_leaves_the_future_on_disk(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    broke = threading.Event()
+
+    def hook(step: str, tp: TopicPartition) -> None:
+        if step == "segment_copied" and not broke.is_set():
+            broke.set()
+            os.rename(dirs[0], dirs[0] + ".gone")
+            Path(dirs[0]).write_text("dead disk")
+
+    lm = open_manager(dirs, hook=hook, **{"log.segment.bytes": 4096})
+    calls: list[str] = []
+    lm.add_offline_listener(calls.append)
+    tp, other = TopicPartition("src", 0), TopicPartition("other", 0)
+    lm.change_replica_dir(tp, dirs[0])
+    lm.change_replica_dir(other, dirs[2])
+    log, bystander = lm.get_or_create_log(tp), lm.get_or_create_log(other)
+    _fill(log, 300)
+    _fill(bystander, 10)
+    assert lm.change_replica_dir(tp, dirs[1]) is ErrorCode.NONE
+    future = lm.get_future_log(tp)
+    assert future is not None
+    assert lm.await_idle(30)
+    assert calls == [dirs[0]]
+    assert lm.moves_in_progress() == []
+    assert lm.is_partition_offline(tp)
+    assert os.path.isdir(future.dir_path)  # files of a stopped move are not deleted
+    with pytest.raises(KafkaStorageError):
+        log.append(_tagged(300))
+    _fill(bystander, 5, start=10)
+    assert _values(bystander) == [f"{i:016d}".encode() for i in range(15)]
