@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from spindle.broker.common.clock import Clock
 from spindle.broker.common.errors import ErrorCode, KafkaError, KafkaStorageError
 from spindle.broker.common.ids import TopicPartition
-from spindle.broker.records.batch import assign_offsets, validate
+from spindle.broker.records import batch as record_batch
 from spindle.broker.storage.failure import LogDirFailureChannel
 from spindle.broker.storage.segment import LOG_SUFFIX, Segment, SegmentState
 from spindle.broker.storage.settings import StorageSettings
@@ -280,14 +280,14 @@ class Log:
 
     # --- appending -------------------------------------------------------------------------
 
-    def append(self, records: bytes | bytearray, *, assign_offsets_: bool = True) -> AppendResult:
+    def append(self, records: bytes | bytearray, *, assign_offsets: bool = True) -> AppendResult:
         """Append one or more v2 batches; validate all first so bad input writes nothing.
 
-        With ``assign_offsets_`` (leader) offsets continue from the log end by rewriting each
+        With ``assign_offsets`` (leader) offsets continue from the log end by rewriting each
         batch's base offset; without it (follower) the batches keep theirs, which must start
         at the log end.
         """
-        headers = validate(records)
+        headers = record_batch.validate(records)
         max_batch = self._settings.message_max_bytes
         for h in headers:
             if h.size > max_batch:
@@ -304,8 +304,8 @@ class Log:
         with self.lock:
             self._check_usable()
             leo = self.log_end_offset
-            if assign_offsets_:
-                data, next_offset = assign_offsets(records, headers, leo)
+            if assign_offsets:
+                data, next_offset = record_batch.assign_offsets(records, headers, leo)
                 base = leo
             else:
                 data = bytearray(records)
@@ -323,7 +323,7 @@ class Log:
             batches = []
             offset = base
             for h in headers:
-                if not assign_offsets_:
+                if not assign_offsets:
                     offset = h.base_offset
                 last = offset + h.last_offset_delta
                 batches.append((h.position, h.size, last, h.max_timestamp))

@@ -28,7 +28,11 @@ class StorageSettings(BaseModel):
         alias="log.dirs", min_length=1, description="Absolute paths of the log directories (JBOD)."
     )
     log_segment_bytes: int = Field(
-        1 << 30, alias="log.segment.bytes", ge=14, description="Roll a segment at this size."
+        1 << 30,
+        alias="log.segment.bytes",
+        ge=14,
+        le=(1 << 31) - 1,
+        description="Roll a segment at this size (index positions are 32-bit, as in Kafka).",
     )
     log_roll_ms: int = Field(
         7 * 24 * 3600 * 1000, alias="log.roll.ms", ge=1, description="Roll a segment at this age."

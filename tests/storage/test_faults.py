@@ -131,49 +131,77 @@ def test_directory_replaced_by_a_file_takes_only_that_dir_offline_once(
     _assert_only_victim_failed(lm, logs, dirs, calls, before)
 
 
-def test_permission_loss_takes_only_that_dir_offline_once(tmp_path: Path) -> None:
-    # Root ignores permissions, so the storage engine runs as nobody in a child process.
+@pytest.fixture
+def nobody_dirs() -> Iterator[list[str]]:
+    """Three log dirs owned by nobody, in a directory nobody can reach (not under root's
+    700 pytest tmp); permissions restored and everything removed afterwards."""
     base = tempfile.mkdtemp(prefix="spindle-perm-", dir="/tmp")
+    os.chmod(base, 0o755)
+    dirs = [os.path.join(base, n) for n in ("good0", "victim", "good2")]
+    for d in dirs:
+        os.makedirs(d)
+        os.chown(d, 65534, 65534)
     try:
-        os.chmod(base, 0o755)
-        dirs = [os.path.join(base, n) for n in ("good0", "victim", "good2")]
-        for d in dirs:
-            os.makedirs(d)
-            os.chown(d, 65534, 65534)
-        child = Child({"dirs": dirs, "settings": {"log.segment.bytes": 600}}, as_nobody=True)
-        try:
-            tps = {d: ["perm", i] for i, d in enumerate(dirs)}
-            for d, tp in tps.items():
-                assert child.call({"op": "create", "tp": tp, "dir": d}) == {"ok": True, "dir": d}
-                for j in range(3):
-                    assert child.call({"op": "append", "tp": tp, "values": [f"{j}" * 100]})["ok"]
-            before = log_bytes([dirs[0], dirs[2]])
-            os.chmod(dirs[1], 0o000)  # the owner (nobody) loses access; open fds stay usable
-            failed = child.call({"op": "append", "tp": tps[dirs[1]], "values": ["x" * 300]})
-            assert failed["error"] == "KAFKA_STORAGE_ERROR"
-            assert "Permission denied" in failed["message"]
-            again = child.call({"op": "append", "tp": tps[dirs[1]], "values": ["y"]})
-            assert again["error"] == "KAFKA_STORAGE_ERROR"
-            for d in (dirs[0], dirs[2]):
-                for _ in range(4):  # rolls new segments: creates files in the good dirs
-                    assert child.call({"op": "append", "tp": tps[d], "values": ["z" * 300]})["ok"]
-                assert len(child.call({"op": "read_all", "tp": tps[d]})["hex"]) > 0
-            state = child.call({"op": "state"})
-            assert state["listener_calls"] == [dirs[1]]
-            assert state["offline_dirs"] == [dirs[1]]
-            assert (state["offline_log_directory_count"], state["offline_replica_count"]) == (1, 1)
-            assert state["errors"] == {
-                dirs[0]: "NONE",
-                dirs[1]: "KAFKA_STORAGE_ERROR",
-                dirs[2]: "NONE",
-            }
-            assert child.call({"op": "close"}) == {"ok": True}
-            assert child.proc.wait(30) == 0
-            assert_bytes_kept(before, [dirs[0], dirs[2]])
-        finally:
-            child.kill()
+        yield dirs
     finally:
-        os.chmod(os.path.join(base, "victim"), 0o755) if os.path.exists(
-            os.path.join(base, "victim")
-        ) else None
+        for d in dirs:
+            if os.path.isdir(d):
+                os.chmod(d, 0o755)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_unreadable_directory_at_start_is_offline_and_the_others_serve(
+    nobody_dirs: list[str],
+) -> None:
+    dirs = nobody_dirs
+    os.chmod(dirs[1], 0o000)
+    child = Child({"dirs": dirs}, as_nobody=True)
+    try:
+        state = child.call({"op": "state"})
+        assert state["offline_dirs"] == [dirs[1]]
+        assert state["errors"] == {dirs[0]: "NONE", dirs[1]: "KAFKA_STORAGE_ERROR", dirs[2]: "NONE"}
+        for p in range(4):
+            created = child.call({"op": "create", "tp": ["cold", p]})
+            assert created["dir"] in (dirs[0], dirs[2])
+            assert child.call({"op": "append", "tp": ["cold", p], "values": ["v"]})["ok"]
+        assert child.call({"op": "close"}) == {"ok": True}
+        assert child.proc.wait(30) == 0
+    finally:
+        child.kill()
+
+
+def test_permission_loss_takes_only_that_dir_offline_once(nobody_dirs: list[str]) -> None:
+    # Root ignores permissions, so the storage engine runs as nobody in a child process.
+    dirs = nobody_dirs
+    child = Child({"dirs": dirs, "settings": {"log.segment.bytes": 600}}, as_nobody=True)
+    try:
+        tps = {d: ["perm", i] for i, d in enumerate(dirs)}
+        for d, tp in tps.items():
+            assert child.call({"op": "create", "tp": tp, "dir": d}) == {"ok": True, "dir": d}
+            for j in range(3):
+                assert child.call({"op": "append", "tp": tp, "values": [f"{j}" * 100]})["ok"]
+        before = log_bytes([dirs[0], dirs[2]])
+        os.chmod(dirs[1], 0o000)  # the owner (nobody) loses access; open fds stay usable
+        failed = child.call({"op": "append", "tp": tps[dirs[1]], "values": ["x" * 300]})
+        assert failed["error"] == "KAFKA_STORAGE_ERROR"
+        assert "Permission denied" in failed["message"]
+        again = child.call({"op": "append", "tp": tps[dirs[1]], "values": ["y"]})
+        assert again["error"] == "KAFKA_STORAGE_ERROR"
+        for d in (dirs[0], dirs[2]):
+            for _ in range(4):  # rolls new segments: creates files in the good dirs
+                assert child.call({"op": "append", "tp": tps[d], "values": ["z" * 300]})["ok"]
+            assert len(child.call({"op": "read_all", "tp": tps[d]})["hex"]) > 0
+        state = child.call({"op": "state"})
+        assert state["listener_calls"] == [dirs[1]]
+        assert state["offline_dirs"] == [dirs[1]]
+        assert (state["offline_log_directory_count"], state["offline_replica_count"]) == (1, 1)
+        assert state["errors"] == {
+            dirs[0]: "NONE",
+            dirs[1]: "KAFKA_STORAGE_ERROR",
+            dirs[2]: "NONE",
+        }
+        assert child.call({"op": "close"}) == {"ok": True}
+        assert child.proc.wait(30) == 0
+        assert_bytes_kept(before, [dirs[0], dirs[2]])
+    finally:
+        child.kill()

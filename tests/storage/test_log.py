@@ -257,3 +257,17 @@ def test_deleted_log_is_renamed_then_removed_and_can_be_recreated(
     assert not any(n.startswith("orders-0") for d in dirs for n in os.listdir(d))
     assert not lm.delete_log(TP)
     assert lm.get_or_create_log(TP).log_end_offset == 0
+
+
+def test_follower_appends_keep_the_leaders_offsets_and_refuse_going_back(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    log = open_manager(dirs).get_or_create_log(TP)
+    r = log.append(build_batch([b"a", b"b"], base_offset=0), assign_offsets=False)
+    assert (r.base_offset, r.last_offset) == (0, 1)
+    r = log.append(build_batch([b"c"], base_offset=5), assign_offsets=False)  # a gap is fine
+    assert (r.base_offset, r.last_offset, log.log_end_offset) == (5, 5, 6)
+    with pytest.raises(KafkaError) as info:
+        log.append(build_batch([b"old"], base_offset=3), assign_offsets=False)
+    assert info.value.code is ErrorCode.OFFSET_OUT_OF_RANGE
+    assert _batches(log.read(0, 1000).records) == [(0, 1), (5, 5)]

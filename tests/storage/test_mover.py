@@ -326,3 +326,56 @@ def test_source_failing_mid_move_stops_the_move_and_leaves_the_future_on_disk(
         log.append(_tagged(300))
     _fill(bystander, 5, start=10)
     assert _values(bystander) == [f"{i:016d}".encode() for i in range(15)]
+
+
+def test_many_partitions_moving_back_and_forth_under_load_lose_and_duplicate_nothing(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    lm = open_manager(
+        dirs,
+        **{
+            "log.segment.bytes": 16 * 1024,
+            "num.replica.alter.log.dirs.threads": 2,
+            "replica.alter.log.dirs.io.max.bytes.per.second": 4_000_000,
+        },
+    )
+    tps = [TopicPartition("stress", p) for p in range(4)]
+    logs = {}
+    for i, tp in enumerate(tps):
+        lm.change_replica_dir(tp, dirs[i % 3])
+        logs[tp] = lm.get_or_create_log(tp)
+        _fill(logs[tp], 3000)  # ~240 KB each: every move takes a while at 4 MB/s
+    counts = dict.fromkeys(tps, 3000)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def producer(mine: list[TopicPartition]) -> None:
+        try:
+            while not stop.is_set():
+                for tp in mine:
+                    logs[tp].append(_tagged(counts[tp]))
+                    counts[tp] += 1
+                    logs[tp].read(max(0, counts[tp] - 5), 200)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=producer, args=(tps[k::2],)) for k in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for round_ in range(3):
+            for i, tp in enumerate(tps):
+                assert lm.change_replica_dir(tp, dirs[(i + round_ + 1) % 3]) is ErrorCode.NONE
+            assert lm.await_idle(60)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert errors == []
+    assert all(n > 3100 for n in counts.values())  # producing went on throughout
+    for i, tp in enumerate(tps):
+        log = lm.get_log(tp)
+        assert log is logs[tp]
+        assert log.logdir_path == dirs[(i + 3) % 3]
+        assert _values(log) == [f"{n:016d}".encode() for n in range(counts[tp])]
+    assert _no_leftovers(dirs) == []
