@@ -55,10 +55,18 @@ build() {
             local started=$SECONDS
             rm -rf "$dest.tmp"
             mkdir -p "$dest.tmp"
+            # go prints a line per module it downloads: keep that in a log, show it on failure.
+            local build_log="$CACHE/controlplane/$name-build.log"
+            : >"$build_log"
             for spec in "$@"; do
                 out="${spec%%=*}"
                 pkg="${spec#*=}"
-                (cd "$dir" && nice -n 10 go build -trimpath -ldflags "$ldflags" -o "$dest.tmp/$out" "$pkg")
+                if ! (cd "$dir" && nice -n 10 go build -trimpath -ldflags "$ldflags" \
+                    -o "$dest.tmp/$out" "$pkg") >>"$build_log" 2>&1; then
+                    log "building $out failed; end of $build_log:"
+                    tail -n 40 "$build_log" >&2
+                    exit 1
+                fi
             done
             rm -rf "$dest"
             mv "$dest.tmp" "$dest"
@@ -112,8 +120,9 @@ build kubernetes "$KUBE_VERSION" "$KUBE_LDFLAGS" \
     kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
     kubectl=k8s.io/kubernetes/cmd/kubectl
 
-# helm v3: upstream's cmd/helm with the variables its Makefile sets; the Kubernetes version helm
-# lints and renders against follows the client-go it is built with, as in helm's own build.
+# helm v3: upstream's cmd/helm with the variables its Makefile sets (but the git commit, unknown
+# from a module download: left empty, `helm version --short` prints the bare version); the
+# Kubernetes version helm lints and renders against follows its client-go, as in helm's build.
 HELM_DIR="$SRC/helm"
 HELM_VERSION="$(module_version "$HELM_DIR" helm.sh/helm/v3)"
 HELM_CLIENT_GO="$(module_version "$HELM_DIR" k8s.io/client-go)"
@@ -121,7 +130,6 @@ HELM_K8S_MAJOR=1 # client-go v0.X.Y is Kubernetes 1.X.Y
 HELM_K8S_MINOR="${HELM_CLIENT_GO#v0.}"
 HELM_K8S_MINOR="${HELM_K8S_MINOR%%.*}"
 HELM_LDFLAGS="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
-HELM_LDFLAGS+=" -X helm.sh/helm/v3/internal/version.gitCommit=go-module-helm.sh/helm/v3@$HELM_VERSION"
 HELM_LDFLAGS+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
 for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
     HELM_LDFLAGS+=" -X $pkg.k8sVersionMajor=$HELM_K8S_MAJOR -X $pkg.k8sVersionMinor=$HELM_K8S_MINOR"
