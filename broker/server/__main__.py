@@ -32,7 +32,14 @@ async def _run(config_path: str) -> int:
         await server.stop()
         raise
     print(f"spindle-broker {broker_settings.node_id} started on port {server.port}", flush=True)
-    await stop.wait()
+    waits = [asyncio.create_task(stop.wait()), asyncio.create_task(server.fatal.wait())]
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for task in waits:
+        task.cancel()
+    if server.fatal.is_set():
+        print(f"spindle-broker: {server.fatal_reason}", file=sys.stderr, flush=True)
+        await server.stop()
+        return 1
     logging.getLogger(__name__).info("signal received: shutting down")
     await server.stop()
     return 0

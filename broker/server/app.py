@@ -60,6 +60,9 @@ class BrokerServer:
         self._reporter: asyncio.Task[None] | None = None
         self.port: int | None = None
         self._stopped = False
+        self.fatal = asyncio.Event()
+        """Set when the broker must exit: every log directory is offline (KIP-112)."""
+        self.fatal_reason = ""
 
     async def start(self) -> None:
         s = self.settings
@@ -105,6 +108,14 @@ class BrokerServer:
         for partition_log in self.logs.logs().values():
             partition_log.high_watermark = partition_log.log_end_offset
         self.apis.apply_dynamic_broker_configs()
+        loop = asyncio.get_running_loop()
+
+        def offline_listener(path: str) -> None:  # storage thread -> event loop
+            loop.call_soon_threadsafe(self._on_dir_offline, path)
+
+        self.logs.add_offline_listener(offline_listener)
+        for path in self.logs.offline_dirs:
+            self._on_dir_offline(path)
         self._reporter = asyncio.create_task(self._report_directories())
         log.info(
             "broker %d started: cluster %s, listening on %s:%d, log dirs %s",
@@ -114,6 +125,26 @@ class BrokerServer:
             self.port,
             ",".join(self.storage_settings.log_dirs),
         )
+
+    def _on_dir_offline(self, path: str) -> None:
+        """Called on the loop once per directory going offline (storage's failure handler has
+        already stopped its moves and replicas). Kafka keeps serving from the other directories
+        and shuts the broker down only when none is left."""
+        assert self.logs is not None
+        online = self.logs.online_dirs
+        log.error(
+            "log directory %s is offline; %d of %d directories still online",
+            path,
+            len(online),
+            len(self.storage_settings.log_dirs),
+        )
+        if not online and not self.fatal.is_set():
+            self.fatal_reason = (
+                f"all log directories are offline ({', '.join(self.logs.offline_dirs)}): "
+                "shutting down"
+            )
+            log.error("%s", self.fatal_reason)
+            self.fatal.set()
 
     def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         assert self.apis is not None

@@ -192,3 +192,26 @@ def test_failed_dir_answers_storage_error_while_the_other_keeps_serving(
             broker.stop()
             subprocess.run(["mount", "-o", "remount,rw", dir_b], check=False)
             subprocess.run(["mount", "-o", "remount,rw", dir_a], check=False)
+
+
+def test_broker_exits_when_its_last_log_dir_fails(tmp_path: Path, etcd: Etcd) -> None:
+    with _tmpfs(tmp_path / "only") as only:
+        broker = make_broker(tmp_path / "broker", etcd, log_dirs=[only])
+        broker.start()
+        try:
+            with Wire(broker.port) as wire:
+                _create(wire, "last")
+                subprocess.run(["mount", "-o", "remount,ro", only], check=True)
+                code = (
+                    wire.call(_produce("last", 0, [b"x"]), ProduceResponse)
+                    .responses[0]
+                    .partition_responses[0]
+                    .error_code
+                )
+                assert code == ErrorCode.KAFKA_STORAGE_ERROR
+            assert broker.proc is not None
+            assert broker.proc.wait(60) == 1
+            assert "all log directories are offline" in broker.log_text()
+        finally:
+            broker.kill()
+            subprocess.run(["mount", "-o", "remount,rw", only], check=False)
