@@ -45,6 +45,7 @@ class Outcome:
     #: Hard-goal failures: the plan must be refused.
     hard_failures: list[str] = field(default_factory=list)
     capped: bool = False
+    n_moves: int = 0
 
 
 class Planner:
@@ -672,6 +673,7 @@ class Planner:
             unmet=self.unmet,
             hard_failures=self.hard_failures,
             capped=self.capped,
+            n_moves=self.n_moves,
         )
 
     def _check_capacity(self) -> None:

@@ -29,6 +29,11 @@ class PlanResult:
     plan: dict[str, Any]
     summary: dict[str, Any]
     timings: dict[str, float]
+    #: Final broker and directory index of every replica (what executing the plan gives).
+    placement: tuple[Any, Any]
+    #: Replica moves the core made (each replica moves at most once, so this equals the
+    #: number of replicas whose broker or directory changed).
+    core_moves: int
 
 
 def make_plan(
@@ -132,4 +137,10 @@ def make_plan(
     timings = {"prepare": t1 - t0, "core": t2 - t1, "report": time.perf_counter() - t2}
     summary["timings"] = {k: round(v, 3) for k, v in timings.items()}
     del t3
-    return PlanResult(plan=plan, summary=summary, timings=timings)
+    return PlanResult(
+        plan=plan,
+        summary=summary,
+        timings=timings,
+        placement=(outcome.cur_broker, outcome.cur_dir),
+        core_moves=outcome.n_moves,
+    )

@@ -1,0 +1,169 @@
+"""Property: on many generated clusters, in every mode, a plan either keeps every hard rule or
+is refused with a reason. The checks here are written independently of the planner's own
+final check (``report.hard_violations``) so that a shared mistake cannot hide."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from spindle.rebalance.generator import Shape, generate
+from spindle.rebalance.model import (
+    ACTIVE,
+    DRAINING,
+    OFFLINE,
+    Cluster,
+    Goals,
+    PlanError,
+    max_per_rack,
+)
+from spindle.rebalance.pipeline import PlanResult, make_plan
+from spindle.rebalance.scope import Request
+
+MODES = ("full", "intra-broker", "remove-brokers", "add-brokers", "fix-offline", "remove-volumes")
+
+
+def _racks_ok(cluster: Cluster, brokers: np.ndarray, p: int, n_racks: int) -> bool:
+    lo, hi = int(cluster.part_start[p]), int(cluster.part_start[p + 1])
+    racks = cluster.broker_rack[brokers[lo:hi]]
+    return int(np.bincount(racks).max()) <= max_per_rack(hi - lo, n_racks)
+
+
+def check_hard_rules(cluster: Cluster, request: Request, result: PlanResult, goals: Goals) -> None:
+    cur_b, cur_d = result.placement
+    moved = (cur_b != cluster.rep_broker) | (cur_d != cluster.rep_dir)
+    # Each replica moved at most once: the core's move count equals the replicas changed.
+    assert result.core_moves == int(moved.sum())
+    assert result.summary["moves"]["total"] == int(moved.sum())
+    # Directory belongs to the broker; moved replicas land on Active directories only.
+    assert (cluster.dir_broker[cur_d] == cur_b).all()
+    assert (cluster.dir_state[cur_d[moved]] == ACTIVE).all()
+    # One replica per broker per partition.
+    key = cluster.rep_part.astype(np.int64) * cluster.n_brokers + cur_b
+    assert len(np.unique(key)) == cluster.n_replicas
+    # Rack awareness where racks allow: nothing the plan touches gets worse than allowed.
+    removed = (
+        {cluster.broker_index(b) for b in request.brokers}
+        if request.mode == "remove-brokers"
+        else set()
+    )
+    # "Where racks allow": racks of brokers that keep a directory able to hold data.
+    drains = request.mode in ("full", "intra-broker", "remove-volumes")
+    keeps = (cluster.dir_state != OFFLINE) & ~((cluster.dir_state == DRAINING) & drains)
+    live = {int(b) for b in cluster.dir_broker[keeps]} - removed
+    n_racks = len({int(cluster.broker_rack[b]) for b in live})
+    for p in np.unique(cluster.rep_part[moved]).tolist():
+        before_ok = _racks_ok(cluster, cluster.rep_broker, p, n_racks)
+        if before_ok or request.mode == "full":
+            assert _racks_ok(cluster, cur_b, p, n_racks), f"rack rule broken for partition {p}"
+    # No directory that receives replicas ends above the capacity threshold.
+    ext = cluster.dir_external()
+    load = np.bincount(cur_d, weights=cluster.rep_size, minlength=cluster.n_dirs) + ext
+    received = np.unique(cur_d[moved])
+    limit = goals.capacity_threshold * cluster.dir_total
+    assert (load[received] <= limit[received] + 1).all()
+    # Nothing placed on Offline, Cordoned or Draining directories (checked above: Active only),
+    # and Offline directories never receive.
+    assert not (cluster.dir_state[cur_d[moved]] == OFFLINE).any()
+    # Replica order and leader kept: the plan lists each changed partition with its replicas
+    # in the original positions; unchanged positions keep their broker.
+    ids = cluster.broker_ids
+    for entry in result.plan["partitions"]:
+        matches = [
+            p
+            for p in range(cluster.n_partitions)
+            if cluster.part_topic[p] == entry["topic"]
+            and int(cluster.part_num[p]) == entry["partition"]
+        ]
+        (p,) = matches
+        lo, hi = int(cluster.part_start[p]), int(cluster.part_start[p + 1])
+        assert len(entry["replicas"]) == hi - lo == len(entry["log_dirs"])
+        for i, r in enumerate(range(lo, hi)):
+            assert entry["replicas"][i] == int(ids[cur_b[r]])
+            if not moved[r]:
+                assert entry["log_dirs"][i] == "any"
+    assert len(result.plan["partitions"]) == len(np.unique(cluster.rep_part[moved]))
+    # Mode promises.
+    state = cluster.dir_state
+    if request.mode == "intra-broker":
+        assert (cur_b == cluster.rep_broker).all()
+    if request.mode == "fix-offline":
+        assert (state[cluster.rep_dir[moved]] == OFFLINE).all()
+        assert (cur_b[moved] != cluster.rep_broker[moved]).all()
+    if request.mode in ("full", "fix-offline") and not result.summary["capped"]:
+        assert not (state[cur_d] == OFFLINE).any()
+    if request.mode in ("full", "intra-broker", "remove-volumes") and not result.summary["capped"]:
+        assert not (state[cur_d] == DRAINING).any()
+    if request.mode == "remove-brokers":
+        assert all(cluster.rep_broker[r] in removed for r in np.flatnonzero(moved))
+        assert not np.isin(cur_b, list(removed)).any()
+
+
+shapes = st.builds(
+    Shape,
+    brokers=st.integers(3, 9),
+    disks=st.integers(1, 4),
+    replicas=st.integers(10, 240),
+    replication=st.integers(1, 3),
+    racks=st.integers(1, 4),
+    new_brokers=st.integers(0, 2),
+    offline_dirs=st.integers(0, 2),
+    draining_dirs=st.integers(0, 2),
+    disk_sizes=st.sampled_from([(1.0,), (1.0, 1.5, 2.0), (1.0, 4.0)]),
+    target_utilisation=st.sampled_from([0.3, 0.5, 0.65]),
+    seed=st.integers(0, 10_000),
+)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shape=shapes, mode=st.sampled_from(MODES), cap=st.sampled_from([None, None, 3]))
+def test_every_plan_keeps_the_hard_rules_or_is_refused_with_a_reason(
+    shape: Shape, mode: str, cap: int | None
+) -> None:
+    cluster = generate(shape)
+    brokers: tuple[int, ...] = ()
+    if mode in ("remove-brokers", "add-brokers"):
+        brokers = (int(cluster.broker_ids[-1]),)
+    if mode == "remove-volumes" and not (cluster.dir_state == DRAINING).any():
+        mode = "full"
+    request = Request(mode=mode, brokers=brokers, max_moves=cap)
+    goals = Goals()
+    refused = ""
+    try:
+        result = make_plan(cluster, request, goals=goals, detail=False)
+    except PlanError as exc:
+        refused = str(exc)
+    if refused:
+        # A refusal names the replica or directory and the rule that stops it.
+        assert refused.startswith(f"plan refused ({mode}): ")
+        assert (
+            "no directory can take it" in refused
+            or "above the capacity" in refused
+            or ("share rack" in refused)
+        )
+        return
+    check_hard_rules(cluster, request, result, goals)
+    if cap is not None:
+        assert result.summary["moves"]["total"] <= cap
+
+
+def test_a_roomy_cluster_always_gets_a_plan_in_every_mode() -> None:
+    """Guard against the property above passing by refusing everything."""
+    for seed in range(4):
+        shape = Shape(
+            brokers=8,
+            disks=3,
+            replicas=240,
+            racks=2,
+            offline_dirs=1,
+            draining_dirs=1,
+            new_brokers=1,
+            target_utilisation=0.35,
+            seed=seed,
+        )
+        cluster = generate(shape)
+        for mode in MODES:
+            brokers = (int(cluster.broker_ids[0]),) if mode == "remove-brokers" else ()
+            request = Request(mode=mode, brokers=brokers)
+            result = make_plan(cluster, request, goals=Goals(), detail=False)
+            check_hard_rules(cluster, request, result, Goals())
