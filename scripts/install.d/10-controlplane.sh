@@ -21,6 +21,10 @@ export GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0
 
 log() { printf '[10-controlplane] %s\n' "$*" >&2; }
 
+# The machine image installs Go under /usr/local/go; a non-login shell may not have it on PATH.
+if ! command -v go >/dev/null && [[ -x /usr/local/go/bin/go ]]; then
+    PATH="/usr/local/go/bin:$PATH"
+fi
 command -v go >/dev/null || {
     log "go is required (the control plane is built from Go modules); install Go >= 1.26"
     exit 1

@@ -1,12 +1,15 @@
-"""scripts/controlplane.sh and the installer: up/down leave nothing behind; a second install
-does nothing."""
+"""scripts/controlplane.sh, the Python API and the installer: up/down and a failed start leave
+nothing behind; a second install does nothing."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 from pathlib import Path
 
+import pytest
+from controlplane import Binaries, ControlPlaneError, LocalControlPlane
 from controlplane.local import default_cache
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,3 +75,17 @@ def test_second_install_run_builds_nothing_and_keeps_the_binaries() -> None:
     assert "building" not in run.stderr
     assert run.stdout == ""
     assert {name: os.readlink(bin_dir / name) for name in before} == before
+
+
+def test_failed_start_names_the_failing_part_and_stops_what_already_runs(tmp_path: Path) -> None:
+    real = Binaries.find()
+    broken = tmp_path / "kube-apiserver"
+    broken.write_text("#!/bin/sh\necho 'unknown flag: --no-such-thing' >&2\nexit 3\n")
+    broken.chmod(0o755)
+    state = tmp_path / "cp"
+    plane = LocalControlPlane(state, binaries=dataclasses.replace(real, kube_apiserver=broken))
+    with pytest.raises(ControlPlaneError, match=r"kube-apiserver exited with code 3") as failure:
+        plane.start()
+    assert "unknown flag: --no-such-thing" in str(failure.value)
+    # etcd had started and become healthy before the API server failed: it is gone again.
+    assert processes_naming(str(state.resolve())) == []
