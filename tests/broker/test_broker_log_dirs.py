@@ -5,14 +5,18 @@ config and DescribeCluster."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 from kafka.structs import TopicPartitionReplica
+from spindle.broker.controller.etcd import EtcdClient
+from spindle.broker.controller.store import MetadataStore
 
 from .conftest import Broker
 
@@ -113,6 +117,29 @@ def test_move_while_producing_keeps_every_message_once_in_order(
             break
     consumer.close()
     assert got == acked
+    # The controller's metadata follows the move (AssignReplicasToDirs).
+    dest_id = next(
+        line.split("=", 1)[1]
+        for line in (Path(dest) / "meta.properties").read_text().splitlines()
+        if line.startswith("directory.id=")
+    )
+    deadline = time.monotonic() + 30
+    while _metadata_dirs(module_broker, topic) != [dest_id]:
+        assert time.monotonic() < deadline, _metadata_dirs(module_broker, topic)
+        time.sleep(0.2)
+
+
+def _metadata_dirs(broker: Broker, topic: str) -> list[str]:
+    async def read() -> list[str]:
+        client = EtcdClient([broker.etcd_url])
+        try:
+            store = MetadataStore(client, prefix=broker.etcd_prefix)
+            await store.load()
+            return store.topics[topic].partitions[0].directories
+        finally:
+            await client.close()
+
+    return asyncio.run(read())
 
 
 def test_alter_replica_log_dirs_error_table(admin, module_broker: Broker) -> None:  # type: ignore[no-untyped-def]
