@@ -12,6 +12,9 @@
    (10^6 bytes) a move runs and the future replica's bytes on disk are sampled over a short
    window after a warm-up: ``throttle_<n>MBps_ratio`` = achieved / target (target 1 ± 0.05).
 
+3. Appends during a move: the append rate (1 KB batches) to the partition while its
+   unthrottled move runs, over the rate just before: ``appends_during_move_ratio``.
+
 Progress goes to stderr; the last line on stdout is one JSON object with every figure.
 Run: ``.venv/bin/python bench/move.py [--size-gb 2] [--base /some/dir]``.
 """
@@ -125,6 +128,33 @@ def timed_move(lm: LogManager, hook: SwapClock, dest: str) -> float:
     return elapsed
 
 
+def append_rate(log: Log, until: threading.Event | None, seconds: float) -> float:
+    """Appends per second of 1 KB batches for ``seconds`` or until ``until`` is set."""
+    batch = build_batch([b"a" * 1000])
+    count = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    while time.perf_counter() < deadline and not (until is not None and until.is_set()):
+        log.append(batch)
+        count += 1
+    return count / (time.perf_counter() - start)
+
+
+def appends_during_move_ratio(lm: LogManager, hook: SwapClock, dest: str) -> float:
+    """Append rate to the moving partition while its unthrottled move copies, over the rate
+    with no move (same partition, same batches, measured just before)."""
+    log = lm.get_log(TP)
+    assert log is not None
+    idle = append_rate(log, None, 1.0)
+    hook.swapped.clear()
+    if lm.change_replica_dir(TP, dest).name != "NONE":
+        raise RuntimeError("could not start the move")
+    during = append_rate(log, hook.swapped, 30.0)
+    if not lm.await_idle(600):
+        raise RuntimeError("move did not finish")
+    return during / idle
+
+
 def future_bytes(lm: LogManager) -> int:
     fut = lm.get_future_log(TP)
     if fut is None:
@@ -224,6 +254,12 @@ def main() -> int:
         results["best_move_vs_best_copy_ratio"] = round(
             min(times["copy_file_range"]) / min(times["move"]), 3
         )
+        current = lm.get_log(TP)
+        assert current is not None
+        other = dir_b if current.logdir_path == dir_a else dir_a
+        ratio = appends_during_move_ratio(lm, hook, other)
+        say(f"appends during a move / appends without one = {ratio:.3f}")
+        results["appends_during_move_ratio"] = round(ratio, 3)
         current = lm.get_log(TP)
         assert current is not None
         other = dir_b if current.logdir_path == dir_a else dir_a

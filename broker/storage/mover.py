@@ -304,6 +304,13 @@ class ReplicaMover:
         """Finish the copy and swap under the partition lock; False to keep copying."""
         manager = self._manager
         failures = manager.failures
+        # Before taking the lock (appends keep flowing): make the bulk durable and checkpoint
+        # the destination with the live log's offsets, which a crash after the renames
+        # promotes with the future. Values a moment stale are safe: the high watermark only
+        # moves forward by replication and the log start is clamped to the first segment.
+        fut.set_offsets_from(src)
+        fut.flush()
+        manager.checkpoint_dir(fut.logdir_path)
         with src.lock:
             current, states = src.snapshot()
             if current != generation:
@@ -314,9 +321,7 @@ class ReplicaMover:
                 return True
             try:
                 fut.set_offsets_from(src)
-                with failures.guard(fut.logdir_path, f"flushing future log of {job.tp}"):
-                    fut.flush()
-                manager.checkpoint_dir(fut.logdir_path)
+                fut.flush()  # only what arrived since the flush above
                 self._step("caught_up", job.tp)
                 live_path = src.dir_path
                 delete_path = os.path.join(
