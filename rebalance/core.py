@@ -352,8 +352,7 @@ class Planner:
                 self.hard_failures.append(
                     f"{self._name(r)} on broker {self.c.broker_ids[b0]} dir "
                     f"{self.c.dir_path[d0]} must move (dir {self._state(d0)}) but no directory "
-                    "can take it without breaking a hard rule (capacity, rack, one replica "
-                    "per broker)"
+                    f"can take it: {self._why_nowhere(r)}"
                 )
                 continue
             if not self._budget_allows(r):
@@ -701,7 +700,29 @@ class Planner:
     def _state(self, d: int) -> str:
         from spindle.rebalance.model import STATES
 
-        return STATES[int(self.c.dir_state[d])] if not self.s.evacuate[d] else "to be emptied"
+        state = STATES[int(self.c.dir_state[d])]
+        return f"{state}, to be emptied" if self.s.evacuate[d] else state
+
+    def _why_nowhere(self, r: int) -> str:
+        """Which hard rule leaves replica r without a destination (for the refusal message)."""
+        p = self._rep_part[r]
+        members = set(self.cur_b[self._part_start[p] : self._part_start[p + 1]].tolist())
+        others = self.recv & ~np.isin(self.dir_b, list(members))
+        if not self.s.must_leave_broker[int(self.cur_d[r])] and self.s.intra_ok[self.cur_b[r]]:
+            others |= self.recv & (self.dir_b == self.cur_b[r])
+        if not others.any():
+            return (
+                "every broker that may receive replicas already holds one of this partition "
+                "(one replica per broker)"
+            )
+        if (
+            not (others & self._cross_mask(r)).any()
+            and not (others & (self.dir_load <= self.hard - self.size_f[r])).any()
+        ):
+            return "no directory has room under the capacity threshold"
+        return (
+            "the brokers with room are on racks that already hold this partition (rack awareness)"
+        )
 
 
 def plan_core(

@@ -24,7 +24,13 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
-def applied(cluster: Cluster, placement: tuple[np.ndarray, np.ndarray]) -> Cluster:
+@pytest.fixture
+def applied() -> Any:
+    """``applied(cluster, placement)``: the cluster after executing a plan."""
+    return apply_placement
+
+
+def apply_placement(cluster: Cluster, placement: tuple[np.ndarray, np.ndarray]) -> Cluster:
     """The cluster after a plan is executed: replicas where the plan put them, directory free
     space updated, leadership following the leader's replica."""
     cur_b, cur_d = placement
