@@ -27,6 +27,7 @@ from .authorizer import AllowAll, Authorizer
 from .config import BrokerSettings
 from .connection import serve_connection
 from .handlers import Endpoint, KafkaApis
+from .metrics import MetricsServer
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ class BrokerServer:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._reporter: asyncio.Task[None] | None = None
+        self.metrics: MetricsServer | None = None
         self.port: int | None = None
         self._stopped = False
         self.fatal = asyncio.Event()
@@ -117,6 +119,10 @@ class BrokerServer:
         for path in self.logs.offline_dirs:
             self._on_dir_offline(path)
         self._reporter = asyncio.create_task(self._report_directories())
+        if s.metrics_listener:
+            host, _, mport = s.metrics_listener.rpartition(":")
+            self.metrics = MetricsServer(self.logs, node_id=s.node_id)
+            await self.metrics.start(host or "127.0.0.1", int(mport))
         log.info(
             "broker %d started: cluster %s, listening on %s:%d, log dirs %s",
             s.node_id,
@@ -199,6 +205,8 @@ class BrokerServer:
             self._reporter.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reporter
+        if self.metrics is not None:
+            await self.metrics.stop()
         if self._server is not None:
             self._server.close()
         if self._connections:

@@ -97,6 +97,11 @@ class BrokerSettings(BaseModel):
         alias="cluster.id",
         description="Expected cluster id; the first broker of a new cluster creates one if unset.",
     )
+    metrics_listener: str | None = Field(
+        None,
+        alias="spindle.metrics.listener",
+        description="host:port for /metrics and /health over HTTP; unset = no metrics server.",
+    )
     shutdown_timeout_ms: int = Field(
         30_000,
         alias="controlled.shutdown.timeout.ms",

@@ -9,6 +9,7 @@ import os
 import subprocess
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,7 +24,7 @@ from spindle.broker.controller.etcd import EtcdClient
 from spindle.broker.controller.model import LOST_DIR, UNASSIGNED_DIR
 from spindle.broker.controller.store import MetadataStore
 
-from .conftest import Broker, Etcd, make_broker
+from .conftest import Broker, Etcd, free_port, make_broker
 from .test_broker_server import _create, _produce
 from .wire import Wire
 
@@ -84,6 +85,11 @@ def _fetch(wire: Wire, topic: str) -> int:
     return int(wire.call(req, FetchResponse).responses[0].partitions[0].error_code)
 
 
+def _get(port: int, path: str) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as resp:
+        return str(resp.read().decode())
+
+
 def _directories(broker: Broker, topic: str) -> list[str]:
     async def read() -> list[str]:
         client = EtcdClient([broker.etcd_url])
@@ -101,8 +107,15 @@ def test_failed_dir_answers_storage_error_while_the_other_keeps_serving(
     tmp_path: Path, etcd: Etcd
 ) -> None:
     with _tmpfs(tmp_path / "a") as dir_a, _tmpfs(tmp_path / "b") as dir_b:
-        broker = make_broker(tmp_path / "broker", etcd, log_dirs=[dir_a, dir_b])
+        metrics_port = free_port()
+        broker = make_broker(
+            tmp_path / "broker",
+            etcd,
+            log_dirs=[dir_a, dir_b],
+            extra={"spindle.metrics.listener": f"127.0.0.1:{metrics_port}"},
+        )
         broker.start()
+        assert 'offlinelogdirectorycount{broker="1"} 0' in _get(metrics_port, "/metrics")
         try:
             with Wire(broker.port) as admin:
                 _create(admin, "healthy")
@@ -162,6 +175,11 @@ def test_failed_dir_answers_storage_error_while_the_other_keeps_serving(
                     assert dirs[failed_dir] == (ErrorCode.KAFKA_STORAGE_ERROR, set())
                     assert dirs[good_dir][0] == 0
                     assert _fetch(admin, "healthy") == 0
+                    metrics = _get(metrics_port, "/metrics")
+                    assert 'offlinelogdirectorycount{broker="1"} 1' in metrics
+                    assert f'logdirectoryoffline{{logDirectory="{failed_dir}"}} 1' in metrics
+                    assert f'logdirectoryoffline{{logDirectory="{good_dir}"}} 0' in metrics
+                    assert "1 of 2 log dirs online" in _get(metrics_port, "/health")
                 finally:
                     stop.set()
                     thread.join(60)
