@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import threading
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -188,13 +189,16 @@ def complete_ensemble(
 class LogDir:
     """One configured directory: path, id, the held ``.lock`` and the clean-shutdown marker.
 
-    Holds no logs (the LogManager does). Not thread-safe on its own; used by the LogManager.
+    Holds no logs (the LogManager does). Only ``checkpoint_lock`` is for concurrent use; the
+    rest is called by the LogManager at start-up, failure and shutdown.
     """
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.directory_id: uuid.UUID | None = None
         self._lock_fd: int | None = None
+        self.checkpoint_lock = threading.Lock()
+        """Held while writing this directory's checkpoint files."""
 
     def __repr__(self) -> str:
         return f"LogDir({self.path!r})"

@@ -647,7 +647,9 @@ class LogManager:
             REPLICATION_OFFSET: {lg.tp: lg.high_watermark for lg in replicas},
         }
         d = self._dirs[path]
-        with self.failures.guard(path, "writing checkpoints"):
+        # One writer per directory: movers, housekeeping and shutdown all checkpoint, and two
+        # writers sharing one .tmp file would rename each other's file away.
+        with d.checkpoint_lock, self.failures.guard(path, "writing checkpoints"):
             for name in files:
                 write_checkpoint(d.file(name), values[name])
 
