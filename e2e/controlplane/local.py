@@ -31,6 +31,7 @@ import datetime as dt
 import ipaddress
 import json
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -55,6 +56,7 @@ SERVICE_CIDR = "10.0.0.0/24"
 CLUSTER_DOMAIN = "cluster.local"
 ADMIN_USER = "spindle-admin"
 _LOOPBACK = "127.0.0.1"
+_START_ATTEMPTS = 3
 
 
 class ControlPlaneError(RuntimeError):
@@ -453,6 +455,18 @@ class LocalControlPlane:
         if self._procs or running_server(self.state_dir) is not None:
             raise ControlPlaneError(f"a control plane is already running in {self.state_dir}")
         (self.state_dir / "logs").mkdir(parents=True, exist_ok=True)
+        # Free ports are picked before the processes bind them, so another process on this
+        # machine can take one in between: then start again on new ports, from a fresh store.
+        for attempt in range(1, _START_ATTEMPTS + 1):
+            try:
+                self._start_once()
+                return
+            except ControlPlaneError as exc:
+                if "address already in use" not in str(exc) or attempt == _START_ATTEMPTS:
+                    raise
+                shutil.rmtree(self.state_dir / "etcd", ignore_errors=True)
+
+    def _start_once(self) -> None:
         self.ports = Ports.pick()
         try:
             self._write_pki_and_kubeconfigs()

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 from controlplane import Binaries, ControlPlaneError, LocalControlPlane
-from controlplane.local import default_cache
+from controlplane.local import Ports, default_cache
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "controlplane.sh"
@@ -89,3 +90,27 @@ def test_failed_start_names_the_failing_part_and_stops_what_already_runs(tmp_pat
     assert "unknown flag: --no-such-thing" in str(failure.value)
     # etcd had started and become healthy before the API server failed: it is gone again.
     assert processes_naming(str(state.resolve())) == []
+
+
+def test_start_moves_to_new_ports_when_one_is_taken_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ports are picked before they are bound; another process may take one in between."""
+    real_pick = Ports.pick
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        picks = iter([dataclasses.replace(real_pick(), etcd_client=taken)])
+        monkeypatch.setattr(Ports, "pick", staticmethod(lambda: next(picks, None) or real_pick()))
+        plane = LocalControlPlane(tmp_path / "cp")
+        try:
+            plane.start()
+            assert plane.ports is not None
+            assert plane.ports.etcd_client != taken
+            assert plane.kubectl("get", "--raw", "/readyz").stdout.strip() == "ok"
+            etcd_log = (tmp_path / "cp" / "logs" / "etcd.log").read_text()
+            assert "address already in use" in etcd_log
+        finally:
+            plane.stop()
+    assert processes_naming(str((tmp_path / "cp").resolve())) == []
