@@ -570,10 +570,14 @@ class Log:
         for seg in self._segments:
             if seg.base_offset == base_offset:
                 return seg
-        if len(self._segments) == 1 and self._segments[0].size == 0:
-            self._segments.pop().delete()
         seg = self._new_segment(base_offset)
-        self._segments.append(seg)
+        if len(self._segments) == 1 and self._segments[0].size == 0:
+            # Replace the placeholder in one assignment: lock-free readers (describe_dirs)
+            # must never see an empty segment list.
+            placeholder, self._segments = self._segments[0], [seg]
+            placeholder.delete()
+        else:
+            self._segments.append(seg)
         return seg
 
     def segment_states(self) -> list[SegmentState]:
@@ -583,11 +587,17 @@ class Log:
     def drop_segments_except(self, keep: set[int]) -> None:
         """Future log only: delete segments the source no longer has (retention meanwhile)."""
         with self.lock, self._guard("drop segments"):
-            for seg in [s for s in self._segments if s.base_offset not in keep]:
-                self._segments.remove(seg)
+            dropped = [s for s in self._segments if s.base_offset not in keep]
+            kept = [s for s in self._segments if s.base_offset in keep]
+            if not kept:
+                # Delete first: the fresh segment may reuse a dropped one's file name.
+                for seg in dropped:
+                    seg.delete()
+                dropped = []
+                kept = [self._new_segment(min(keep, default=0))]
+            self._segments = kept  # one assignment: never empty for lock-free readers
+            for seg in dropped:
                 seg.delete()
-            if not self._segments:
-                self._segments.append(self._new_segment(min(keep, default=0)))
 
     def adopt(self, future: Log) -> None:
         """Become ``future`` (already renamed to the live name): its directory and segments.

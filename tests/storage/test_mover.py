@@ -379,3 +379,31 @@ def test_many_partitions_moving_back_and_forth_under_load_lose_and_duplicate_not
         assert log.logdir_path == dirs[(i + 3) % 3]
         assert _values(log) == [f"{n:016d}".encode() for n in range(counts[tp])]
     assert _no_leftovers(dirs) == []
+
+
+def test_truncation_during_a_move_restarts_the_copy_from_the_first_segment(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    gate = threading.Event()
+    paused = threading.Event()
+
+    def hook(step: str, tp: TopicPartition) -> None:
+        if step == "segment_copied" and not gate.is_set():
+            paused.set()
+            gate.wait(30)
+
+    lm = open_manager(dirs, hook=hook, **{"log.segment.bytes": 4096})
+    tp = TopicPartition("restart", 0)
+    lm.change_replica_dir(tp, dirs[0])
+    log = lm.get_or_create_log(tp)
+    _fill(log, 300)
+    assert lm.change_replica_dir(tp, dirs[1]) is ErrorCode.NONE
+    assert paused.wait(30)
+    log.truncate_to(290)
+    _fill(log, 20, start=1000)  # different data at the same offsets
+    gate.set()
+    assert lm.await_idle(30)
+    assert lm.offline_dirs == []
+    assert log.logdir_path == dirs[1]
+    expected = [f"{i:016d}".encode() for i in [*range(290), *range(1000, 1020)]]
+    assert _values(log) == expected
