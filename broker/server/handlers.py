@@ -173,29 +173,37 @@ class KafkaApis:
     async def create_local_logs(self, topic: TopicState, *, is_new: bool = True) -> None:
         """Create this broker's replicas of ``topic`` and report their directories.
 
-        ``is_new=False`` at start-up: a missing replica may sit on an offline directory, and
-        storage then refuses to create an empty one elsewhere (Kafka's rule).
+        Placement follows Kafka: a directory preset by AlterReplicaLogDirs wins (storage keeps
+        it), else the directory the metadata assigns if it is known and online, else storage's
+        least-loaded rule. ``is_new=False`` at start-up: a missing replica may sit on an offline
+        directory, and storage then refuses to create an empty one elsewhere.
         """
+        ids = self.dir_ids()
+        paths = {dir_id: path for path, dir_id in ids.items()}
         for p in topic.partitions.values():
             if self.node_id not in p.replicas:
                 continue
             tp = TopicPartition(topic.name, p.partition)
+            assigned = p.directories[p.replicas.index(self.node_id)]
+            if self.logs.get_log(tp) is None and assigned in paths:
+                # Remembered by storage for a replica it does not host yet.
+                self.logs.change_replica_dir(tp, paths[assigned])
             try:
                 created = self.logs.get_or_create_log(tp, is_new=is_new)
             except KafkaError as exc:
                 log.warning("cannot create %s: %s", tp, exc)
                 continue
-            dir_id = (
-                self.dir_id_of(created.logdir_path) if hasattr(created, "logdir_path") else None
-            )
+            dir_id = ids.get(created.logdir_path)
             if dir_id:
                 await self.controller.assign_replica_dir(tp, self.node_id, dir_id)
 
-    def dir_id_of(self, logdir_path: str) -> str | None:
-        for d in self.logs.describe_dirs(topics=[]):
-            if d.path == logdir_path:
-                return kafka_uuid_str(d.directory_id) if d.directory_id else None
-        return None
+    def dir_ids(self) -> dict[str, str]:
+        """Online log directory path -> directory id (Kafka Uuid text)."""
+        return {
+            d.path: kafka_uuid_str(d.directory_id)
+            for d in self.logs.describe_dirs(topics=[])
+            if d.directory_id and not int(d.error)
+        }
 
     # --- ApiVersions, Metadata, DescribeCluster ---------------------------------------------
 

@@ -381,3 +381,41 @@ def test_acked_records_are_readable_after_a_crash_restart(tmp_path: Path, etcd: 
             assert _fetch_all_values(wire, "crashy") == [f"r{i}".encode() for i in range(10)]
     finally:
         broker.stop()
+
+
+def test_missing_replica_is_recreated_in_the_directory_the_metadata_assigns(
+    tmp_path: Path, etcd: Etcd
+) -> None:
+    import shutil
+
+    from kafka.protocol.admin import AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse
+
+    broker = make_broker(tmp_path, etcd, dirs=3)
+    broker.start()
+    try:
+        crowded = broker.log_dirs[2]
+        with Wire(broker.port) as wire:
+            req = AlterReplicaLogDirsRequest[2](
+                dirs=[
+                    AlterReplicaLogDirsRequest.AlterReplicaLogDir(
+                        path=crowded,
+                        topics=[
+                            AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic(
+                                name=n, partitions=[0]
+                            )
+                            for n in ("c1", "c2", "c3")
+                        ],
+                    )
+                ]
+            )
+            wire.call(req, AlterReplicaLogDirsResponse)
+            for n in ("c1", "c2", "c3"):
+                _create(wire, n)
+        assert {"c1-0", "c2-0", "c3-0"} <= set(os.listdir(crowded))
+        broker.stop()
+        shutil.rmtree(os.path.join(crowded, "c1-0"))
+        broker.start()
+        # Least-loaded placement would pick an empty dir; the metadata says the crowded one.
+        assert os.path.isdir(os.path.join(crowded, "c1-0"))
+    finally:
+        broker.stop()
