@@ -163,3 +163,29 @@ def _segment_starts(log: object) -> list[int]:
 
     assert isinstance(log, Log)
     return [s.base_offset for s in log.segment_states()]
+
+
+def test_second_broker_on_the_same_dirs_refuses_to_start(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    open_manager(dirs)
+    with pytest.raises(StorageStartupError, match="every log directory failed"):
+        LogManager.open(make_settings(dirs), cluster_id="test-cluster", node_id=1, background=False)
+
+
+def test_corrupt_checkpoint_takes_only_its_dir_offline_at_start(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    lm = open_manager(dirs)
+    for p, d in enumerate(dirs):
+        lm.change_replica_dir(TopicPartition("cp", p), d)
+        lm.get_or_create_log(TopicPartition("cp", p)).append(build_batch([b"x"]))
+    lm.close()
+    Path(dirs[0], "recovery-point-offset-checkpoint").write_text("0\n5\ncp 0 1\n")
+    again = open_manager(dirs)
+    assert again.offline_dirs == [dirs[0]]
+    assert again.get_log(TopicPartition("cp", 0)) is None
+    for p in (1, 2):
+        log = again.get_log(TopicPartition("cp", p))
+        assert log is not None
+        assert log.append(build_batch([b"y"])).base_offset == 1
