@@ -232,6 +232,38 @@ class LogManager:
             starts = read_checkpoint(d.file(LOG_START_OFFSET))
             hws = read_checkpoint(d.file(REPLICATION_OFFSET))
             names = sorted(os.listdir(path))
+        try:
+            self._load_replicas(d, names, recovery, starts, hws, clean, loaded)
+        except BaseException:
+            for _, lg in loaded:
+                lg.close()
+            raise
+        with self.failures.guard(path, "clearing the clean-shutdown marker"):
+            d.clear_clean_shutdown()
+        for tp, lg in loaded:
+            table = futures if lg.is_future else self._logs
+            other = table.get(tp)
+            if other is not None:
+                kind = "future replicas" if lg.is_future else "live replicas"
+                raise StorageStartupError(
+                    f"two {kind} of partition {tp}: {other.dir_path} and {lg.dir_path}; "
+                    f"remove one before starting"
+                )
+            table[tp] = lg
+
+    def _load_replicas(
+        self,
+        d: LogDir,
+        names: list[str],
+        recovery: dict[TopicPartition, int],
+        starts: dict[TopicPartition, int],
+        hws: dict[TopicPartition, int],
+        clean: bool,
+        loaded: list[tuple[TopicPartition, Log]],
+    ) -> None:
+        """Load the replica directories among ``names`` into ``loaded``; schedule ``-delete``
+        ones for deletion; skip ``-stray`` and anything that is not a replica."""
+        path = d.path
         for name in names:
             full = os.path.join(path, name)
             if not os.path.isdir(full):
@@ -267,18 +299,6 @@ class LogManager:
                     ),
                 )
             )
-        with self.failures.guard(path, "clearing the clean-shutdown marker"):
-            d.clear_clean_shutdown()
-        for tp, lg in loaded:
-            table = futures if lg.is_future else self._logs
-            other = table.get(tp)
-            if other is not None:
-                kind = "future replicas" if lg.is_future else "live replicas"
-                raise StorageStartupError(
-                    f"two {kind} of partition {tp}: {other.dir_path} and {lg.dir_path}; "
-                    f"remove one before starting"
-                )
-            table[tp] = lg
 
     def _recover_moves(self, futures: dict[TopicPartition, Log]) -> None:
         """Seed 000's rules for future replicas found at start-up."""
@@ -291,9 +311,14 @@ class LogManager:
                 self._mover.submit(MoveJob(tp, fut, resumed=True))
             elif live is None and not any_offline:
                 target = os.path.join(fut.logdir_path, partition_dir_name(tp))
-                with self.failures.guard(fut.logdir_path, f"promoting future log of {tp}"):
-                    os.rename(fut.dir_path, target)
-                    fsync_dir(fut.logdir_path)
+                try:
+                    with self.failures.guard(fut.logdir_path, f"promoting future log of {tp}"):
+                        os.rename(fut.dir_path, target)
+                        fsync_dir(fut.logdir_path)
+                except KafkaStorageError:
+                    fut.close()
+                    self._offline_partitions.add(tp)
+                    continue
                 fut.rename_dir(target)
                 fut.is_future = False
                 self._logs[tp] = fut
