@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import os
 import tempfile
-import warnings
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 from spindle.rebalance.model import Cluster
@@ -54,20 +52,17 @@ def spark_session(master: str = "local[*]", *, shuffle_partitions: int = 8) -> A
 def replicas_frame(spark: Any, cluster: Cluster, workdir: str) -> Any:
     """One row per replica, handed to Spark as a Parquet file: columnar, written by Arrow in
     well under a second for a million rows, and readable by executors on other machines when
-    ``workdir`` is shared storage (createDataFrame from pandas instead ships every batch
-    through the driver's JVM heap)."""
-    table = pa.Table.from_pandas(
-        pd.DataFrame(
-            {
-                "rid": np.arange(cluster.n_replicas, dtype=np.int64),
-                "pid": cluster.rep_part.astype(np.int64),
-                "dir": cluster.rep_dir.astype(np.int64),
-                "rack": cluster.broker_rack[cluster.rep_broker].astype(np.int64),
-                "size": cluster.rep_size.astype(np.int64),
-                "leader": cluster.rep_leader.astype(np.int64),
-            }
-        ),
-        preserve_index=False,
+    ``workdir`` is shared storage (createDataFrame from local data instead ships every
+    batch through the driver's JVM heap)."""
+    table = pa.table(
+        {
+            "rid": np.arange(cluster.n_replicas, dtype=np.int64),
+            "pid": cluster.rep_part.astype(np.int64),
+            "dir": cluster.rep_dir.astype(np.int64),
+            "rack": cluster.broker_rack[cluster.rep_broker].astype(np.int64),
+            "size": cluster.rep_size.astype(np.int64),
+            "leader": cluster.rep_leader.astype(np.int64),
+        }
     )
     path = os.path.join(workdir, "replicas.parquet")
     pq.write_table(table, path)
@@ -78,16 +73,7 @@ def prepare_spark(
     spark: Any, cluster: Cluster, scope: Scope, *, workdir: str | None = None
 ) -> Prepared:
     """Spark version of ``prepare_local``: same result, computed by DataFrame jobs."""
-    with (
-        tempfile.TemporaryDirectory(prefix="spindle-rebalance-", dir=workdir) as tmp,
-        warnings.catch_warnings(),
-    ):
-        # pyspark 4.x warns on every toPandas that it does not yet "fully support" pandas 3;
-        # the columns here are plain int64, which convert exactly (a test compares them with
-        # the numpy preparation), so only that one warning is silenced.
-        warnings.filterwarnings(
-            "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
-        )
+    with tempfile.TemporaryDirectory(prefix="spindle-rebalance-", dir=workdir) as tmp:
         return _prepare(spark, replicas_frame(spark, cluster, tmp), cluster, scope)
 
 
@@ -103,20 +89,21 @@ def _prepare(spark: Any, reps: Any, cluster: Cluster, scope: Scope) -> Prepared:
             F.count(F.lit(1)).alias("reps"),
             F.sum("leader").alias("leaders"),
         )
-        .toPandas()
+        .toArrow()
     )
-    idx = usage["dir"].to_numpy(np.int64)
+    # Collected through Arrow, not pandas: pyspark's pandas path warns under pandas 3.
+    idx = usage.column("dir").to_numpy()
     dir_bytes = np.zeros(n_d, np.int64)
     dir_reps = np.zeros(n_d, np.int64)
     dir_leaders = np.zeros(n_d, np.int64)
-    dir_bytes[idx] = usage["bytes"].to_numpy(np.int64)
-    dir_reps[idx] = usage["reps"].to_numpy(np.int64)
-    dir_leaders[idx] = usage["leaders"].to_numpy(np.int64)
+    dir_bytes[idx] = usage.column("bytes").to_numpy()
+    dir_reps[idx] = usage.column("reps").to_numpy()
+    dir_leaders[idx] = usage.column("leaders").to_numpy()
 
     ranked = reps.select("rid", "dir", "size").orderBy(
         F.col("dir").asc(), F.col("size").desc(), F.col("rid").asc()
     )
-    order = ranked.select("rid").toPandas()["rid"].to_numpy(np.int64)
+    order = ranked.select("rid").toArrow().column("rid").to_numpy()
     dir_start = np.zeros(n_d + 1, np.int64)
     np.cumsum(dir_reps, out=dir_start[1:])
 
@@ -130,8 +117,10 @@ def _prepare(spark: Any, reps: Any, cluster: Cluster, scope: Scope) -> Prepared:
         .select("pid")
         .distinct()
         .orderBy("pid")
-        .toPandas()["pid"]
-        .to_numpy(np.int32)
+        .toArrow()
+        .column("pid")
+        .to_numpy()
+        .astype(np.int32)
     )
     return Prepared(
         dir_rep_bytes=dir_bytes,
