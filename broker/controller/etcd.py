@@ -15,10 +15,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+from spindle.broker.common.errors import ErrorCode, KafkaError
 
 
-class EtcdError(RuntimeError):
-    """etcd could not be reached or refused a request; the message says which and why."""
+class EtcdError(KafkaError):
+    """etcd could not be reached or refused a request; the message says which and why.
+
+    To a client this is Kafka's REQUEST_TIMED_OUT: the controller's store did not answer, the
+    request may be retried.
+    """
+
+    code = ErrorCode.REQUEST_TIMED_OUT
 
 
 def _b64(data: bytes) -> str:

@@ -149,9 +149,14 @@ class KafkaApis:
     def _allowed(self, ctx: RequestContext, op: Operation, rt: ResourceType, name: str) -> bool:
         return self.authorizer.authorize(ctx, op, rt, name)
 
-    def _broker_dict(self) -> dict[str, Any]:
-        e = self.endpoint
-        return {"node_id": e.node_id, "host": e.host, "port": e.port, "rack": e.rack}
+    def _brokers(self) -> list[Endpoint]:
+        """Registered brokers (this one as it listens now, the others as registered)."""
+        others = [
+            Endpoint(r.node_id, r.host, r.port, r.rack)
+            for r in self.controller.store.brokers.values()
+            if r.node_id != self.node_id
+        ]
+        return sorted([self.endpoint, *others], key=lambda e: e.node_id)
 
     def _hosted_log(self, tp: TopicPartition) -> Log:
         """The local replica of ``tp``; KafkaError if the topic/partition is unknown here."""
@@ -306,7 +311,10 @@ class KafkaApis:
                 topics_out.append(self._topic_metadata(name, topic))
         return {
             "throttle_time_ms": 0,
-            "brokers": [self._broker_dict()],
+            "brokers": [
+                {"node_id": e.node_id, "host": e.host, "port": e.port, "rack": e.rack}
+                for e in self._brokers()
+            ],
             "cluster_id": self.controller.store.cluster_id,
             "controller_id": self.node_id,
             "topics": topics_out,
@@ -314,7 +322,6 @@ class KafkaApis:
         }
 
     async def describe_cluster(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
-        e = self.endpoint
         return {
             "throttle_time_ms": 0,
             "error_code": 0,
@@ -322,7 +329,10 @@ class KafkaApis:
             "endpoint_type": 1,
             "cluster_id": self.controller.store.cluster_id,
             "controller_id": self.node_id,
-            "brokers": [{"broker_id": e.node_id, "host": e.host, "port": e.port, "rack": e.rack}],
+            "brokers": [
+                {"broker_id": e.node_id, "host": e.host, "port": e.port, "rack": e.rack}
+                for e in self._brokers()
+            ],
             "authorized_operations": None,
         }
 
