@@ -15,6 +15,7 @@ import contextlib
 import logging
 
 from spindle.broker.common.clock import Clock, SystemClock
+from spindle.broker.common.errors import KafkaError
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.controller.controller import SingleBrokerController
 from spindle.broker.controller.etcd import EtcdClient
@@ -107,8 +108,12 @@ class BrokerServer:
             await self.apis.create_local_logs(topic, is_new=False)
         # This broker is the only replica of everything it hosts: every appended offset is
         # committed, so the high watermark is the log end (the checkpoint may lag after a crash).
-        for partition_log in self.logs.logs().values():
+        for tp, partition_log in self.logs.logs().items():
             partition_log.high_watermark = partition_log.log_end_offset
+            try:
+                self.apis.load_producer_state(tp, partition_log)
+            except KafkaError as exc:
+                log.warning("cannot rebuild producer state of %s: %s", tp, exc)
         self.apis.apply_dynamic_broker_configs()
         loop = asyncio.get_running_loop()
 

@@ -32,7 +32,7 @@ from spindle.broker.controller.model import (
     parse_kafka_uuid,
 )
 from spindle.broker.protocol.apis import ApiKey, Request, api_versions_body
-from spindle.broker.records.batch import parse_header
+from spindle.broker.records.batch import iter_batches, parse_header
 from spindle.broker.storage import Log, LogManager
 
 from .authorizer import CLUSTER_NAME, Authorizer, Operation, RequestContext, ResourceType
@@ -201,6 +201,34 @@ class KafkaApis:
             dir_id = ids.get(created.logdir_path)
             if dir_id:
                 await self.controller.assign_replica_dir(tp, self.node_id, dir_id)
+
+    def load_producer_state(
+        self, tp: TopicPartition, partition_log: Log, *, tail_offsets: int = 20_000
+    ) -> int:
+        """Rebuild idempotent-producer state from the tail of a log (Kafka rebuilds it from
+        snapshots and the log at start-up), so a producer retrying across a broker restart
+        still gets its duplicates dropped and its gaps refused. Returns batches seen."""
+        seen = 0
+        offset = max(partition_log.log_start_offset, partition_log.log_end_offset - tail_offsets)
+        end = partition_log.log_end_offset
+        while offset < end:
+            chunk = partition_log.read(offset, 4 << 20)
+            if not chunk.records:
+                break
+            for h in iter_batches(chunk.records, check_crc=False):
+                if h.producer_id >= 0 and not h.is_control:
+                    self.producers.record(
+                        tp,
+                        h.producer_id,
+                        h.producer_epoch,
+                        h.base_sequence,
+                        h.record_count,
+                        h.base_offset,
+                        h.last_offset,
+                    )
+                seen += 1
+                offset = h.next_offset
+        return seen
 
     def dir_ids(self) -> dict[str, str]:
         """Online log directory path -> directory id (Kafka Uuid text)."""

@@ -10,10 +10,10 @@ Rules, as Kafka applies them to one batch with producer id P, epoch E, sequences
   answered with the original offsets, nothing written again (DUPLICATE dropped).
 - otherwise s must follow the last sequence (t_last + 1, wrapping after int32 max), else
   OUT_OF_ORDER_SEQUENCE_NUMBER.
-- P unknown here (new producer, or state lost with a restart): accepted as the start of P.
-  Kafka rebuilds this state from the log on start-up; Spindle keeps it in memory only, so
-  the first batch after a restart is accepted whatever its sequence (no duplicate detection
-  across a restart).
+- P unknown here (a new producer, or one whose batches lie beyond the tail the broker reads
+  at start-up): accepted as the start of P. At start-up the broker replays the last batches of
+  every log into this table (``KafkaApis.load_producer_state``), as Kafka rebuilds its
+  producer state from the log, so retries across a restart are still recognised.
 """
 
 from __future__ import annotations

@@ -419,3 +419,58 @@ def test_missing_replica_is_recreated_in_the_directory_the_metadata_assigns(
         assert os.path.isdir(os.path.join(crowded, "c1-0"))
     finally:
         broker.stop()
+
+
+def test_idempotent_duplicates_are_dropped_across_a_restart(tmp_path: Path, etcd: Etcd) -> None:
+    from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
+
+    broker = make_broker(tmp_path, etcd, dirs=1)
+    broker.start()
+    try:
+        with Wire(broker.port) as wire:
+            _create(wire, "idem")
+            init = wire.call(
+                InitProducerIdRequest[4](
+                    transactional_id=None,
+                    transaction_timeout_ms=60000,
+                    producer_id=-1,
+                    producer_epoch=-1,
+                ),
+                InitProducerIdResponse,
+            )
+        pid, epoch = init.producer_id, init.producer_epoch
+
+        def produce(wire: Wire, seq: int) -> tuple[int, int]:
+            batch = build_batch(
+                [b"a", b"b"], producer_id=pid, producer_epoch=epoch, base_sequence=seq
+            )
+            req = ProduceRequest[9](
+                transactional_id=None,
+                acks=-1,
+                timeout_ms=5000,
+                topic_data=[
+                    ProduceRequest.TopicProduceData(
+                        name="idem",
+                        partition_data=[
+                            ProduceRequest.TopicProduceData.PartitionProduceData(
+                                index=0, records=batch
+                            )
+                        ],
+                    )
+                ],
+            )
+            part = wire.call(req, ProduceResponse).responses[0].partition_responses[0]
+            return part.error_code, part.base_offset
+
+        with Wire(broker.port) as wire:
+            assert produce(wire, 0) == (0, 0)
+            assert produce(wire, 2) == (0, 2)
+        assert broker.stop() == 0
+        broker.start()
+        with Wire(broker.port) as wire:
+            assert produce(wire, 2) == (0, 2)  # the retry of an acked batch: not written again
+            assert produce(wire, 9)[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+            assert produce(wire, 4) == (0, 4)
+            assert _fetch_all_values(wire, "idem") == [b"a", b"b"] * 3
+    finally:
+        broker.stop()
