@@ -247,12 +247,12 @@ class KafkaApis:
         out = []
         for p in sorted(topic.partitions.values(), key=lambda p: p.partition):
             offline = [b for b, d in zip(p.replicas, p.directories, strict=False) if d == LOST_DIR]
-            if self.node_id in p.replicas and self.node_id not in offline:
-                local = self.logs.get_log(TopicPartition(topic.name, p.partition))
-                if local is None and self._is_offline_partition(
-                    TopicPartition(topic.name, p.partition)
-                ):
-                    offline.append(self.node_id)
+            if (
+                self.node_id in p.replicas
+                and self.node_id not in offline
+                and self.logs.is_partition_offline(TopicPartition(topic.name, p.partition))
+            ):
+                offline.append(self.node_id)
             out.append(
                 {
                     "error_code": 0,
@@ -265,9 +265,6 @@ class KafkaApis:
                 }
             )
         return out
-
-    def _is_offline_partition(self, tp: TopicPartition) -> bool:
-        return self.logs.is_partition_offline(tp)
 
     def _topic_metadata(
         self, name: str, topic: TopicState | None, error: int = 0

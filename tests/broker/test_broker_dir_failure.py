@@ -18,6 +18,7 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.protocol.admin import DescribeLogDirsRequest, DescribeLogDirsResponse
 from kafka.protocol.consumer import FetchRequest, FetchResponse
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceResponse
 from spindle.broker.common.errors import ErrorCode
 from spindle.broker.controller.etcd import EtcdClient
@@ -180,6 +181,12 @@ def test_failed_dir_answers_storage_error_while_the_other_keeps_serving(
                     assert f'logdirectoryoffline{{logDirectory="{failed_dir}"}} 1' in metrics
                     assert f'logdirectoryoffline{{logDirectory="{good_dir}"}} 0' in metrics
                     assert "1 of 2 log dirs online" in _get(metrics_port, "/health")
+                    meta = admin.call(
+                        MetadataRequest[12](topics=None, allow_auto_topic_creation=False),
+                        MetadataResponse,
+                    )
+                    offline = {t.name: t.partitions[0].offline_replicas for t in meta.topics}
+                    assert offline == {"healthy": [], "victim": [broker.node_id]}
                 finally:
                     stop.set()
                     thread.join(60)
