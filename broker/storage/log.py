@@ -406,13 +406,12 @@ class Log:
                         continue
                     if max_offset is not None and base >= max_offset:
                         return empty
-                    end = seg.slice_end(start, max_bytes, max_offset)
-                    data = seg.pread(start, end - start)
+                    data = seg.read_batches(start, max_bytes, max_offset)
                     return ReadSlice(
                         data,
                         seg.log_path,
                         start,
-                        end - start,
+                        len(data),
                         self._log_start_offset,
                         leo,
                         self._high_watermark,

@@ -382,21 +382,26 @@ class Segment:
             position += size
         return None, self.next_offset
 
-    def slice_end(self, start: int, max_bytes: int, max_offset: int | None) -> int:
-        """End of the whole batches from ``start`` fitting ``max_bytes`` (at least one batch,
-        as Kafka returns an oversized first batch whole) and starting below ``max_offset``."""
-        end = start
-        while end < self.size:
-            head = self.pread(end, LOG_OVERHEAD)
-            base, size = read_prefix(head)
+    def read_batches(self, start: int, max_bytes: int, max_offset: int | None) -> bytes:
+        """Whole batches from ``start`` fitting ``max_bytes`` (at least one batch, as Kafka
+        returns an oversized first batch whole), none starting at or beyond ``max_offset``.
+
+        One read of the candidate range, then the batch boundaries are walked in memory.
+        """
+        data = self.pread(start, min(max(max_bytes, LOG_OVERHEAD), self.size - start))
+        if len(data) >= LOG_OVERHEAD:
+            _, first_size = read_prefix(data)
+            if first_size > len(data):
+                data = self.pread(start, min(first_size, self.size - start))
+        end = 0
+        while end + LOG_OVERHEAD <= len(data):
+            base, size = read_prefix(data, end)
             if max_offset is not None and base >= max_offset:
                 break
-            if end > start and end + size - start > max_bytes:
+            if end + size > len(data):
                 break
             end += size
-            if end - start >= max_bytes:
-                break
-        return end
+        return data[:end] if end < len(data) else data
 
     def state(self) -> SegmentState:
         return SegmentState(
