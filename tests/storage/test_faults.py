@@ -116,8 +116,22 @@ def test_full_disk_takes_only_that_dir_offline_once(
     _assert_only_victim_failed(lm, logs, victim_dirs, calls, before)
 
 
+def _first_failure(lm: LogManager, log: Log, how: str) -> None:
+    """The first operation that touches the failed directory, as Kafka's LogDirFailureTest
+    varies it: an append, a segment roll, a checkpoint, a flush."""
+    if how == "append":
+        log.append(build_batch([b"lost"]))
+    elif how == "roll":
+        log.roll()
+    elif how == "checkpoint":
+        lm.checkpoint_dir(log.logdir_path)
+    else:
+        log.flush()
+
+
+@pytest.mark.parametrize("how", ["append", "roll", "checkpoint", "flush"])
 def test_directory_replaced_by_a_file_takes_only_that_dir_offline_once(
-    open_manager: Opener, dirs: list[str]
+    open_manager: Opener, dirs: list[str], how: str
 ) -> None:
     lm = open_manager(dirs)
     calls: list[str] = []
@@ -127,7 +141,7 @@ def test_directory_replaced_by_a_file_takes_only_that_dir_offline_once(
     os.rename(dirs[1], dirs[1] + ".gone")  # Kafka's own injection: the dir becomes a file
     Path(dirs[1]).write_text("I used to be a log directory")
     with pytest.raises(KafkaStorageError, match="Not a directory"):
-        logs[dirs[1]].append(build_batch([b"lost"]))
+        _first_failure(lm, logs[dirs[1]], how)
     _assert_only_victim_failed(lm, logs, dirs, calls, before)
 
 
