@@ -172,14 +172,53 @@ class BrokerServer:
         task.add_done_callback(self._connections.discard)
 
     async def _report_directories(self) -> None:
-        """Keep the metadata's replica directories in step with storage (AssignReplicasToDirs):
+        """Once a second: pick up metadata other brokers wrote (:meth:`_sync_metadata`), then
+        keep the metadata's replica directories in step with storage (AssignReplicasToDirs):
         a finished move records its new directory; a replica in an offline dir becomes LOST."""
         while True:
             await asyncio.sleep(DIR_REPORT_INTERVAL_S)
             try:
+                await self._sync_metadata()
                 await self._report_once()
             except Exception:
-                log.exception("reporting replica directories to the controller failed")
+                log.exception("synchronising with the controller's metadata failed")
+
+    async def _sync_metadata(self) -> None:
+        """Reload the metadata from etcd and act on what changed elsewhere: create local
+        replicas of partitions newly assigned here, delete those of deleted topics.
+
+        Until the multi-broker controller pushes changes (LeaderAndIsr/StopReplica), brokers
+        sharing a cluster prefix converge by polling. Replicas are created with
+        ``is_new=False``: while any directory is offline storage refuses, because the replica
+        might be on it.
+        """
+        assert self.logs is not None
+        assert self.apis is not None
+        before = set(self.store.topics)
+        await self.store.load()
+        if self.store.cluster_id != self.logs.cluster_id:
+            # The metadata was wiped or replaced: deleting replicas on its word would lose data.
+            log.error(
+                "cluster id in etcd is %s, this broker's is %s: ignoring the metadata",
+                self.store.cluster_id,
+                self.logs.cluster_id,
+            )
+            return
+        after = self.store.topics
+        for tp in [tp for tp in self.logs.logs() if tp.topic in before - set(after)]:
+            log.info("topic %s was deleted: deleting local replica %s", tp.topic, tp)
+            self.apis.producers.forget_partition(tp)
+            self.logs.delete_log(tp)
+        node = self.settings.node_id
+        for topic in list(after.values()):
+            missing = any(
+                node in p.replicas
+                and self.logs.get_log(TopicPartition(topic.name, p.partition)) is None
+                and not self.logs.is_partition_offline(TopicPartition(topic.name, p.partition))
+                for p in topic.partitions.values()
+            )
+            if missing:
+                await self.apis.create_local_logs(topic, is_new=False)
 
     async def _report_once(self) -> None:
         if self.logs is None:
