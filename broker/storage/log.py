@@ -426,18 +426,15 @@ class Log:
         return self._segments[idx:]
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
-        """First offset of the first batch whose max timestamp is ≥ ``timestamp_ms`` (a scan:
-        Spindle keeps no time index); None if there is none."""
+        """First offset of the first batch whose max timestamp is ≥ ``timestamp_ms`` (Kafka's
+        ListOffsets by timestamp), via each segment's time index; None if there is none."""
         with self.lock:
             self._check_usable()
             with self._guard("timestamp lookup"):
                 for seg in self._segments:
-                    if seg.max_timestamp < timestamp_ms:
-                        continue
-                    _, batches = seg.scan(0, check_crc=False)
-                    for b in batches:
-                        if b.max_timestamp >= timestamp_ms:
-                            return max(b.base_offset, self._log_start_offset)
+                    found = seg.find_timestamp(timestamp_ms)
+                    if found is not None:
+                        return max(found, self._log_start_offset)
         return None
 
     # --- truncation and retention ----------------------------------------------------------

@@ -1,14 +1,18 @@
-"""One log segment: ``<base offset>.log`` (record batches as stored) and ``<base>.index``.
+"""One log segment: ``<base>.log`` (record batches as stored), ``<base>.index`` and
+``<base>.timeindex``.
 
 File names are the segment's base offset, 20 digits zero-padded, as in Kafka
 (``LogFileUtils.java``). The offset index is Kafka's format: 8-byte entries, each a 4-byte
 offset relative to the base offset (the *last* offset of a batch) and the 4-byte file position
 of that batch, one entry every ``log.index.interval.bytes``. Lookup finds the greatest entry at or
-below the wanted offset and scans batch headers forward from its position.
+below the wanted offset and scans batch headers forward from its position. The time index is
+Kafka's too: 12-byte entries of the largest timestamp so far (8 bytes) and the relative offset
+of the batch holding it, added at the same points when the largest timestamp grew; it answers
+retention by time and ListOffsets by timestamp without reading the segment.
 
-The index lives in memory and is written whole to ``.index`` when the segment is flushed (roll,
-checkpoint, shutdown). After a clean shutdown it is loaded; after an unclean one, segments past
-the recovery point are re-validated and their index rebuilt.
+The indexes live in memory and are written whole when the segment is flushed (roll,
+checkpoint, shutdown). After a clean shutdown they are loaded; after an unclean one, segments
+past the recovery point are re-validated and their indexes rebuilt.
 
 Write descriptors are opened per write and closed at once, never kept: a file open for writing
 pins its mount as busy, which would stop an administrator (or a test) from remounting a failing
@@ -34,7 +38,9 @@ from spindle.broker.records.batch import (
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
 _ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
 _SCAN_CHUNK = 8 << 20
 _LAST_DELTA = struct.Struct(">i")
 _MAX_TS = struct.Struct(">q")
@@ -69,6 +75,18 @@ class SegmentState:
     next_offset: int
     index: tuple[tuple[int, int], ...]
     log_path: str
+    time_index: tuple[tuple[int, int], ...] = ()
+    max_timestamp: int | None = None
+    max_timestamp_offset: int = -1
+
+
+def _write_file(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
@@ -88,6 +106,7 @@ class Segment:
         self.base_offset = base_offset
         self.log_path = os.path.join(dir_path, segment_name(base_offset) + LOG_SUFFIX)
         self.index_path = os.path.join(dir_path, segment_name(base_offset) + INDEX_SUFFIX)
+        self.time_index_path = os.path.join(dir_path, segment_name(base_offset) + TIME_INDEX_SUFFIX)
         self.size = 0
         self.next_offset = base_offset
         self.created_ms = created_ms
@@ -95,6 +114,9 @@ class Segment:
         self._index: list[tuple[int, int]] = []
         self._bytes_since_index = 0
         self._max_timestamp: int | None = -1
+        """Largest record timestamp so far; None = unknown until a scan (time index lost)."""
+        self._max_timestamp_offset = -1
+        self._time_index: list[tuple[int, int]] = []
         self._read_fd: int | None = None
         self._index_dirty = False
 
@@ -153,9 +175,10 @@ class Segment:
                 seg.size = valid_end
                 seg._index_dirty = True
                 seg.flush()
-            elif batches:
-                seg.next_offset = batches[-1].last_offset + 1
-            seg._max_timestamp = None  # computed on demand (retention by time)
+            else:
+                if batches:
+                    seg.next_offset = batches[-1].last_offset + 1
+                seg._load_time_index(batches)
         first = seg.read_first_batch()
         if first is not None:
             seg.created_ms = first.max_timestamp
@@ -182,12 +205,70 @@ class Segment:
         self.next_offset = (entries[-1][0] + 1) if entries else self.base_offset
         return True
 
+    def _load_time_index(self, tail: list[BatchInfo]) -> None:
+        """Load ``.timeindex`` (Kafka's format: 12-byte entries of the largest timestamp so far
+        and its offset, relative to the base) and finish the maximum with the ``tail`` batches
+        after the last offset-index entry. Missing or inconsistent → unknown (rebuilt by a scan
+        when first needed)."""
+        self._max_timestamp = None
+        try:
+            with open(self.time_index_path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            if self.size:
+                return
+            raw = b""
+        if len(raw) % _TIME_ENTRY.size:
+            return
+        entries: list[tuple[int, int]] = []
+        for ts, rel in _TIME_ENTRY.iter_unpack(raw):
+            offset = self.base_offset + rel
+            if (
+                entries and ts <= entries[-1][0]
+            ) or not self.base_offset <= offset < self.next_offset:
+                return
+            entries.append((ts, offset))
+        self._time_index = entries
+        self._max_timestamp, self._max_timestamp_offset = entries[-1] if entries else (-1, -1)
+        for b in tail:
+            if b.max_timestamp > self._max_timestamp:
+                self._max_timestamp, self._max_timestamp_offset = b.max_timestamp, b.last_offset
+
+    def _ensure_times(self) -> int:
+        """The largest timestamp, rebuilding the time index by a scan if it was lost."""
+        if self._max_timestamp is None:
+            _, batches = self.scan(0, check_crc=False)
+            self._max_timestamp, self._max_timestamp_offset = -1, -1
+            self._time_index = []
+            since = self.index_interval_bytes
+            for b in batches:
+                if b.max_timestamp > self._max_timestamp:
+                    self._max_timestamp, self._max_timestamp_offset = b.max_timestamp, b.last_offset
+                if since >= self.index_interval_bytes:
+                    self._maybe_time_entry()
+                    since = 0
+                since += b.size
+            self._maybe_time_entry()
+            self._index_dirty = True
+        return self._max_timestamp
+
+    def _maybe_time_entry(self) -> None:
+        """Kafka's ``TimeIndex.maybeAppend``: only a larger timestamp gets a new entry."""
+        assert self._max_timestamp is not None
+        if self._max_timestamp >= 0 and (
+            not self._time_index or self._max_timestamp > self._time_index[-1][0]
+        ):
+            self._time_index.append((self._max_timestamp, self._max_timestamp_offset))
+            self._index_dirty = True
+
     def _rebuild(self, start: int, *, check_crc: bool) -> int:
         """Rebuild index, next offset and max timestamp from the batches; returns valid end."""
         end, batches = self.scan(start, check_crc=check_crc)
         self._index.clear()
+        self._time_index.clear()
         self._bytes_since_index = 0
         self._max_timestamp = -1
+        self._max_timestamp_offset = -1
         self.next_offset = self.base_offset
         for b in batches:
             self._note_batch(b.position, b.size, b.last_offset, b.max_timestamp)
@@ -201,7 +282,7 @@ class Segment:
 
     def delete(self) -> None:
         self.close()
-        for path in (self.log_path, self.index_path):
+        for path in (self.log_path, self.index_path, self.time_index_path):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
 
@@ -210,18 +291,23 @@ class Segment:
         self.dir_path = new_dir
         self.log_path = os.path.join(new_dir, os.path.basename(self.log_path))
         self.index_path = os.path.join(new_dir, os.path.basename(self.index_path))
+        self.time_index_path = os.path.join(new_dir, os.path.basename(self.time_index_path))
 
     # --- writing ---------------------------------------------------------------------------
 
     def _note_batch(self, position: int, size: int, last_offset: int, max_ts: int) -> None:
+        if self._max_timestamp is None:
+            self._ensure_times()
+        assert self._max_timestamp is not None
+        if max_ts > self._max_timestamp:
+            self._max_timestamp, self._max_timestamp_offset = max_ts, last_offset
         if not self._index or self._bytes_since_index >= self.index_interval_bytes:
             self._index.append((last_offset, position))
             self._bytes_since_index = 0
             self._index_dirty = True
+            self._maybe_time_entry()
         self._bytes_since_index += size
         self.next_offset = last_offset + 1
-        if self._max_timestamp is not None and max_ts > self._max_timestamp:
-            self._max_timestamp = max_ts
 
     def append(self, data: bytes | bytearray, batches: list[tuple[int, int, int, int]]) -> None:
         """Append whole batches; ``batches`` = (position in data, size, last offset, max ts)."""
@@ -267,8 +353,10 @@ class Segment:
         self.size = state.size
         self.next_offset = state.next_offset
         self._index = list(state.index)
+        self._time_index = list(state.time_index)
+        self._max_timestamp = state.max_timestamp
+        self._max_timestamp_offset = state.max_timestamp_offset
         self._index_dirty = True
-        self._max_timestamp = None
 
     def truncate_to_offset(self, offset: int) -> int:
         """Drop batches whose last offset is ≥ ``offset``; returns the new next offset."""
@@ -282,15 +370,18 @@ class Segment:
         return self.next_offset
 
     def flush(self) -> None:
-        """Make the data and the index durable."""
+        """Make the data and both indexes durable (the time index gets a final entry for the
+        largest timestamp, as Kafka writes one when a segment is rolled)."""
+        if self._max_timestamp is not None:
+            self._maybe_time_entry()
         if self._index_dirty:
             raw = b"".join(_ENTRY.pack(o - self.base_offset, p) for o, p in self._index)
-            fd = os.open(self.index_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                _write_all(fd, raw)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _write_file(self.index_path, raw)
+            if self._max_timestamp is not None:
+                times = b"".join(
+                    _TIME_ENTRY.pack(t, o - self.base_offset) for t, o in self._time_index
+                )
+                _write_file(self.time_index_path, times)
             self._index_dirty = False
         os.fsync(self._fd())
 
@@ -349,11 +440,29 @@ class Segment:
 
     @property
     def max_timestamp(self) -> int:
-        """Largest record timestamp in the segment (scans headers once after a load)."""
-        if self._max_timestamp is None:
-            _, batches = self.scan(0, check_crc=False)
-            self._max_timestamp = max((b.max_timestamp for b in batches), default=-1)
-        return self._max_timestamp
+        """Largest record timestamp in the segment (-1 if empty)."""
+        return self._ensure_times()
+
+    def find_timestamp(self, timestamp_ms: int) -> int | None:
+        """Base offset of the first batch whose max timestamp is ≥ ``timestamp_ms``: the time
+        index gives the last point known to be below it, batch headers are scanned from there
+        (Kafka's ``LogSegment.findOffsetByTimestamp``)."""
+        if self._ensure_times() < timestamp_ms:
+            return None
+        position = 0
+        for ts, offset in self._time_index:
+            if ts >= timestamp_ms:
+                break
+            position = self.lookup(offset)
+        while position < self.size:
+            _, batches = self._headers_from(position, limit=64)
+            for b in batches:
+                if b.max_timestamp >= timestamp_ms:
+                    return b.base_offset
+            if not batches:
+                break
+            position = batches[-1].position + batches[-1].size
+        return None
 
     def lookup(self, offset: int) -> int:
         """File position of the greatest indexed batch whose last offset is ≤ ``offset``."""
@@ -405,7 +514,14 @@ class Segment:
 
     def state(self) -> SegmentState:
         return SegmentState(
-            self.base_offset, self.size, self.next_offset, tuple(self._index), self.log_path
+            self.base_offset,
+            self.size,
+            self.next_offset,
+            tuple(self._index),
+            self.log_path,
+            tuple(self._time_index),
+            self._max_timestamp,
+            self._max_timestamp_offset,
         )
 
 

@@ -271,3 +271,39 @@ def test_follower_appends_keep_the_leaders_offsets_and_refuse_going_back(
         log.append(build_batch([b"old"], base_offset=3), assign_offsets=False)
     assert info.value.code is ErrorCode.OFFSET_OUT_OF_RANGE
     assert _batches(log.read(0, 1000).records) == [(0, 1), (5, 5)]
+
+
+@pytest.mark.parametrize("lose_time_index", [False, True])
+def test_offsets_by_timestamp_and_time_retention_survive_a_restart(
+    open_manager: Opener, dirs: list[str], clock: FakeClock, lose_time_index: bool
+) -> None:
+    settings = {"log.segment.bytes": 1500, "log.index.interval.bytes": 300}
+    lm = open_manager(dirs, clock=clock, **settings)
+    log = lm.get_or_create_log(TP)
+    t0 = clock.wall_ms()
+    for i in range(30):  # timestamps t0, t0+1000, ... ; one out of order at offset 17
+        ts = t0 + (500 if i == 17 else i * 1000)
+        log.append(build_batch([b"q" * 100], timestamp_ms=ts))
+    log.high_watermark = 30
+    expected = {t0: 0, t0 + 1: 1, t0 + 500: 1, t0 + 16_500: 18, t0 + 29_000: 29}
+    assert {ts: log.offset_for_timestamp(ts) for ts in expected} == expected
+    assert log.offset_for_timestamp(t0 + 29_001) is None
+    lm.close()
+    time_indexes = [n for n in os.listdir(log.dir_path) if n.endswith(".timeindex")]
+    assert len(time_indexes) == log.segment_count
+    if lose_time_index:
+        for name in time_indexes:
+            os.unlink(os.path.join(log.dir_path, name))
+    lm2 = open_manager(dirs, clock=clock, **settings)
+    log2 = lm2.get_log(TP)
+    assert log2 is not None
+    assert {ts: log2.offset_for_timestamp(ts) for ts in expected} == expected
+    clock.advance(30)  # now = t0 + 30 s: keep segments with records newer than t0 + 17.5 s
+    lm2.close()
+    lm3 = open_manager(dirs, clock=clock, **settings, **{"log.retention.ms": 12_500})
+    log3 = lm3.get_log(TP)
+    assert log3 is not None
+    # 170-byte batches, 8 per segment: newest records t0+7 s, t0+15 s, t0+23 s, active.
+    assert lm3.run_retention() == 2
+    assert log3.log_start_offset == 16
+    assert _batches(log3.read(16, 170).records) == [(16, 16)]
