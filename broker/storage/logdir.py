@@ -76,7 +76,8 @@ def parse_meta(text: str, *, path: str) -> MetaProperties:
     props = parse_properties(text)
     try:
         version = int(props.pop("version", str(META_VERSION)))
-        node = props.pop("node.id", None)
+        broker = props.pop("broker.id", None)  # version 0 (ZooKeeper era) name of node.id
+        node = props.pop("node.id", broker)
         node_id = int(node) if node is not None else None
         dir_text = props.pop("directory.id", None)
         directory_id = from_kafka_str(dir_text) if dir_text else None

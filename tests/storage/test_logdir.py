@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from spindle.broker.common.kafka_uuid import from_kafka_str, is_reserved, to_kafka_str
+from spindle.broker.storage import LogManager
 from spindle.broker.storage.logdir import (
     MetaProperties,
     StorageStartupError,
@@ -15,6 +16,8 @@ from spindle.broker.storage.logdir import (
     parse_meta,
     read_meta,
 )
+
+from .conftest import make_settings
 
 
 def test_missing_directory_ids_are_generated_unique_and_never_reserved() -> None:
@@ -78,3 +81,20 @@ def test_meta_properties_round_trip_in_kafka_format(tmp_path: Path) -> None:
     meta = read_meta(str(tmp_path))
     assert meta is not None
     assert (meta.cluster_id, meta.node_id, meta.directory_id, meta.version) == ("clu", 5, dir_id, 1)
+
+
+def test_meta_properties_without_directory_id_gets_one_written_at_start(tmp_path: Path) -> None:
+    d = tmp_path / "old"
+    d.mkdir()
+    (d / "meta.properties").write_text("#old broker\nversion=0\nbroker.id=4\ncluster.id=c\n")
+    lm = LogManager.open(make_settings([str(d)]), cluster_id="c", node_id=4, background=False)
+    lm.close()
+    meta = read_meta(str(d))
+    assert meta is not None
+    assert (meta.version, meta.node_id, meta.cluster_id) == (1, 4, "c")
+    assert meta.directory_id is not None
+    assert not is_reserved(meta.directory_id)
+    assert "broker.id" not in (d / "meta.properties").read_text()
+    lm = LogManager.open(make_settings([str(d)]), cluster_id="c", node_id=4, background=False)
+    lm.close()
+    assert read_meta(str(d)) == meta
