@@ -93,8 +93,17 @@ def test_read_only_remount_takes_only_that_dir_offline_once(
     _assert_only_victim_failed(lm, logs, victim_dirs, calls, before)
     # Offline stays offline until restart, even once the disk is writable again.
     subprocess.run(["mount", "-o", "remount,rw", victim_dirs[1]], check=True)
+    victim_data = logs[victim_dirs[1]].dir_path
     with pytest.raises(KafkaStorageError):
         logs[victim_dirs[1]].read(0, 100)
+    # After a restart the repaired directory serves again, with every acknowledged batch.
+    lm.close()
+    again = open_manager(victim_dirs)
+    assert again.offline_dirs == []
+    revived = again.get_log(TopicPartition("fault", 1))
+    assert revived is not None
+    assert revived.dir_path == victim_data
+    assert [h.base_offset for h in validate(revived.read(0, 1 << 20).records)] == list(range(5))
 
 
 def test_full_disk_takes_only_that_dir_offline_once(
