@@ -31,6 +31,9 @@ from spindle.rebalance.scope import Request, Scope
 
 #: How many candidate replicas of one directory are tried before giving up on it for a need.
 TRIES = 24
+#: How much a destination directory's own fullness counts next to its broker's when ranking
+#: destinations for byte moves: a tie-breaker (larger weights were measured: no gain).
+DIR_WEIGHT = 1e-3
 
 
 @dataclass(kw_only=True)
@@ -140,6 +143,8 @@ class Planner:
         self._b_cap_safe = np.where(self.b_cap > 0, self.b_cap, np.inf)
         self._lo_util = self.b_lo / self._b_cap_safe
         self._small: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros(1, np.int64))
+        self._small_list: list[int] = []
+        self._small_ptr: list[int] = []
 
     # ----------------------------------------------------------------- bookkeeping
 
@@ -252,7 +257,7 @@ class Planner:
         if goal == "bytes":
             # Counts rank byte moves but do not forbid them: the count phase evens them later
             # with the smallest replicas, which costs far fewer bytes than refusing here.
-            score = util + 1e-3 * dutil + 0.02 * ~reps_ok + 0.02 * ~lead_ok
+            score = util + DIR_WEIGHT * dutil + 0.02 * ~reps_ok + 0.02 * ~lead_ok
         elif goal == "reps":
             score = self.b_reps[b] / max(self.c_hi, 1) + 1e-3 * util + 1e-6 * dutil
         else:
@@ -548,6 +553,8 @@ class Planner:
         cand = cand[np.lexsort((cand, self.size[cand], self.cur_b[cand]))]
         starts = np.searchsorted(self.cur_b[cand], np.arange(self.c.n_brokers + 1))
         self._small = (cand, starts)
+        self._small_list = cand.tolist()
+        self._small_ptr = starts.tolist()  # first candidate of each broker not yet moved
         stuck: set[int] = set()
         reshaped: dict[int, int] = {}
         for phase in ("excess", "deficit"):
@@ -565,7 +572,14 @@ class Planner:
                     ok = self._give_small(b, goal, only_broker=-1, leaders=leaders)
                 else:
                     ok = False
-                    donors = np.argsort(-count, kind="stable").tolist()[:6]
+                    # Donors: most replicas first, among brokers with byte room to give one.
+                    donors: list[int] = []
+                    for donor in np.argsort(-count, kind="stable").tolist():
+                        if count[donor] - 1 < lo_c or len(donors) == 6:
+                            break
+                        smallest = self._smallest_left(donor)
+                        if donor != b and 0 < smallest <= self.b_load[donor] - self.b_lo[donor]:
+                            donors.append(donor)
                     if self.b_hi[b] - self.b_load[b] < 1e-3 * self.b_cap[b]:
                         donors = []  # byte-full: make room first (below)
                     for donor in donors:
@@ -591,6 +605,21 @@ class Planner:
                 if not ok:
                     stuck.add(b)
 
+    def _smallest_left(self, b: int) -> float:
+        """Size of broker b's smallest unmoved candidate in the count phase (0: none)."""
+        r = self._first_small(b)
+        return float(self.size_f[r]) if r >= 0 else 0.0
+
+    def _first_small(self, b: int) -> int:
+        """Broker b's smallest candidate not yet moved, or -1; skips moved ones for good."""
+        _, starts = self._small
+        i, end = self._small_ptr[b], int(starts[b + 1])
+        lst = self._small_list
+        while i < end and self.moved[lst[i]]:
+            i += 1
+        self._small_ptr[b] = i
+        return lst[i] if i < end else -1
+
     def _refill(self, b: int, count: np.ndarray, lo_c: int) -> bool:
         room = float(self.b_hi[b] - self.b_load[b])
         if room <= 0:
@@ -615,11 +644,13 @@ class Planner:
     def _give_small(
         self, b: int, goal: str, *, only_broker: int, leaders: bool, tries: int = TRIES
     ) -> bool:
-        cand, starts = self._small
-        mine = cand[starts[b] : starts[b + 1]]
+        _, starts = self._small
+        self._first_small(b)
         floor_room = float(self.b_load[b] - self.b_lo[b])
         attempts = 0
-        for r in mine.tolist():
+        lst = self._small_list
+        for i in range(self._small_ptr[b], int(starts[b + 1])):
+            r = lst[i]
             if self.moved[r]:
                 continue
             if self.size_f[r] > floor_room:

@@ -169,15 +169,13 @@ def lower_bounds(cluster: Cluster, scope: Scope, goals: Goals) -> dict[str, floa
     hb = b_cap > 0
 
     def parts(lp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        e = np.zeros(n_b)
-        f = np.zeros(n_b)
         u_hi = np.divide(lp, a_cap, out=np.zeros(n_b), where=a_cap > 0)
         u_lo = np.divide(np.maximum(lp - cordoned, 0), a_cap, out=np.zeros(n_b), where=a_cap > 0)
         d_b = cluster.dir_broker
         hi_d = np.where(active, np.minimum(hard, db * u_hi[d_b] * total), hard)
         lo_d = np.where(active & scope.receivable, (2 - db) * u_lo[d_b] * total, 0.0)
-        np.add.at(e, d_b, np.where(host, np.maximum(load - hi_d, 0), 0))
-        np.add.at(f, d_b, np.where(host, np.maximum(lo_d - load, 0), 0))
+        e = np.bincount(d_b, weights=np.where(host, np.maximum(load - hi_d, 0), 0), minlength=n_b)
+        f = np.bincount(d_b, weights=np.where(host, np.maximum(lo_d - load, 0), 0), minlength=n_b)
         return e, f
 
     if scope.mode == "full":
@@ -192,9 +190,27 @@ def lower_bounds(cluster: Cluster, scope: Scope, goals: Goals) -> dict[str, floa
 
         lo = np.where(hb, lo_b, 0.0)
         hi = np.where(hb, hi_b, 0.0)
-        xs = _ternary_min(x_bound, lo, hi)
-        ys = _ternary_min(y_bound, lo, hi)
-        out["balance"] = max(forced + float(xs.sum()), float(ys.sum()))
+        # The brokers' final loads are coupled: sum(L' - L) = forced bytes. Minimising each
+        # broker alone ignores that (every broker would pick its most convenient end of the
+        # band); a Lagrange multiplier on the coupling keeps the bound valid (weak duality:
+        # any multiplier gives a lower bound) and much tighter, so the best one is searched.
+        floating = float(forced)
+
+        def dual(bound: Any, lam: float) -> float:
+            inner = _ternary_min(lambda lp: bound(lp) + lam * (lp - b_load), lo, hi, steps=50)
+            return float(inner.sum()) - lam * floating
+
+        def best(bound: Any) -> float:
+            a, b = -2.0, 2.0
+            for _ in range(40):
+                m1, m2 = a + (b - a) / 3, b - (b - a) / 3
+                if dual(bound, m1) < dual(bound, m2):
+                    a = m1
+                else:
+                    b = m2
+            return max(dual(bound, a), dual(bound, 0.0))
+
+        out["balance"] = max(forced + best(x_bound), best(y_bound))
         out["crossBroker"] = max(
             float(np.maximum(b_load - hi_b, 0)[hb].sum()),
             float(np.maximum(lo_b - b_load, 0)[hb & _recv_b(cluster, scope)].sum()),
