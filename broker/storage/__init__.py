@@ -12,6 +12,7 @@ from spindle.broker.storage.logdir import StorageStartupError
 from spindle.broker.storage.manager import (
     LogDirDescription,
     LogManager,
+    MoveStatus,
     PartitionDescription,
 )
 from spindle.broker.storage.settings import StorageSettings
@@ -22,6 +23,7 @@ __all__ = [
     "LogDirDescription",
     "LogDirFailureChannel",
     "LogManager",
+    "MoveStatus",
     "PartitionDescription",
     "ReadSlice",
     "StorageSettings",

@@ -65,6 +65,19 @@ from spindle.broker.storage.throttle import Throttle
 log = logging.getLogger(__name__)
 
 OfflineListener = Callable[[str], None]
+MoveListener = Callable[[TopicPartition, str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class MoveStatus:
+    """Progress of one replica move between log directories."""
+
+    tp: TopicPartition
+    source: str
+    destination: str
+    bytes_copied: int
+    bytes_total: int
+    offset_lag: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +144,7 @@ class LogManager:
         self._preferred: dict[TopicPartition, str] = {}
         self._offline_partitions: set[TopicPartition] = set()
         self._listeners: list[OfflineListener] = []
+        self._move_listeners: list[MoveListener] = []
         self._throttle = Throttle(
             settings.replica_alter_log_dirs_io_max_bytes_per_second, clock=clock
         )
@@ -544,6 +558,39 @@ class LogManager:
     def moves_in_progress(self) -> list[TopicPartition]:
         with self._lock:
             return sorted(self._futures)
+
+    def move_status(self) -> list[MoveStatus]:
+        """Every running move with its progress (metrics, the operator's Reassignment status)."""
+        with self._lock:
+            pairs = [(tp, self._logs.get(tp), fut) for tp, fut in sorted(self._futures.items())]
+        out = []
+        for tp, live, fut in pairs:
+            if live is None:
+                continue
+            out.append(
+                MoveStatus(
+                    tp=tp,
+                    source=live.logdir_path,
+                    destination=fut.logdir_path,
+                    bytes_copied=fut.size,
+                    bytes_total=live.size,
+                    offset_lag=max(live.log_end_offset - fut.log_end_offset, 0),
+                )
+            )
+        return out
+
+    def add_move_listener(self, listener: MoveListener) -> None:
+        """``listener(tp, new_log_dir)`` after each completed move (on the mover thread): the
+        broker reports the replica's new directory to the controller (AssignReplicasToDirs)."""
+        self._move_listeners.append(listener)
+
+    def moved(self, tp: TopicPartition, new_log_dir: str) -> None:
+        """Mover: a swap completed."""
+        for listener in list(self._move_listeners):
+            try:
+                listener(tp, new_log_dir)
+            except Exception:
+                log.exception("move listener failed for %s", tp)
 
     def await_idle(self, timeout: float = 60.0) -> bool:
         """Wait (real time) until no move runs and no delete is pending; True if so."""

@@ -356,4 +356,5 @@ class ReplicaMover:
         manager.checkpoint_dir(old_logdir, missing_ok=True)
         manager.checkpoint_dir(src.logdir_path, missing_ok=True)
         log.info("moved %s from %s to %s", job.tp, old_logdir, src.logdir_path)
+        manager.moved(job.tp, src.logdir_path)
         return True

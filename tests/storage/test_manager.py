@@ -145,8 +145,12 @@ def test_move_copies_every_byte_and_swaps_the_same_log_object(
     whole = b"".join(log.read(o, 1 << 30).records for o in _segment_starts(log))
     source = log.dir_path
     dest = next(d for d in dirs if d != log.logdir_path)
+    moved: list[tuple[TopicPartition, str]] = []
+    lm.add_move_listener(lambda t, d: moved.append((t, d)))
     assert lm.change_replica_dir(tp, dest) is ErrorCode.NONE
     assert lm.await_idle(30)
+    assert moved == [(tp, dest)]
+    assert lm.move_status() == []
     assert lm.get_log(tp) is log
     assert log.logdir_path == dest
     assert log.dir_path == os.path.join(dest, "mv-3")

@@ -149,6 +149,11 @@ def test_one_mover_takes_partitions_in_lexicographic_order_and_describe_shows_la
     assert futures[first].is_future
     assert 0 < futures[first].offset_lag < 200
     assert all(futures[tp].offset_lag == 200 for tp in tps if tp != first)
+    status = {m.tp: m for m in lm.move_status()}
+    assert set(status) == set(tps)
+    assert 0 < status[first].bytes_copied < status[first].bytes_total
+    assert all(status[tp].bytes_copied == 0 for tp in tps if tp != first)
+    assert all((m.source, m.destination) == (dirs[0], dirs[1]) for m in status.values())
     gate.set()
     assert lm.await_idle(30)
     assert started == [first, *sorted(tp for tp in tps if tp != first)]
