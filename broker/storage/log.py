@@ -558,7 +558,7 @@ class Log:
                 ) from exc
 
     def adopt_segment_state(self, state: SegmentState) -> None:
-        with self.lock:
+        with self.lock, self._guard("adopt copied segment"):
             seg = self._segment_for_copy(state.base_offset)
             seg.adopt_copied(state)
 

@@ -322,14 +322,16 @@ class Segment:
             self._note_batch(start + pos, size, last, ts)
 
     def copy_from(self, src_fd: int, src_pos: int, length: int) -> None:
-        """Append ``length`` bytes of another file with zero-copy calls (mover).
+        """Copy bytes [src_pos, src_pos + length) of the source segment to the same position
+        here, with zero-copy calls (mover). Same position, not "the end": a copy that stopped
+        part-way can never leave bytes twice.
 
         Does not update offsets or the index: :meth:`adopt_copied` does, once whole batches
         have arrived.
         """
         fd = os.open(self.log_path, os.O_WRONLY)
         try:
-            dst_pos = os.fstat(fd).st_size
+            dst_pos = src_pos
             remaining = length
             while remaining > 0:
                 try:
@@ -349,7 +351,10 @@ class Segment:
             os.close(fd)
 
     def adopt_copied(self, state: SegmentState) -> None:
-        """After copying up to ``state.size``, take the source's offsets and index entries."""
+        """After copying up to ``state.size``, take the source's offsets and index entries
+        (cutting anything a stopped copy left beyond that size)."""
+        if os.stat(self.log_path).st_size > state.size:
+            os.truncate(self.log_path, state.size)
         self.size = state.size
         self.next_offset = state.next_offset
         self._index = list(state.index)
