@@ -412,3 +412,43 @@ def test_truncation_during_a_move_restarts_the_copy_from_the_first_segment(
     assert log.logdir_path == dirs[1]
     expected = [f"{i:016d}".encode() for i in [*range(290), *range(1000, 1020)]]
     assert _values(log) == expected
+
+
+def test_clean_shutdown_in_the_middle_of_a_segment_copy_resumes_to_identical_bytes(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    reached, gate = threading.Event(), threading.Event()
+    seen = {"n": 0}
+
+    def hook(step: str, tp: TopicPartition) -> None:
+        if step == "copy_progress":
+            seen["n"] += 1
+            if seen["n"] == 2:
+                reached.set()
+                gate.wait(30)
+
+    settings = {
+        "log.segment.bytes": 512 * 1024,
+        "replica.alter.log.dirs.io.max.bytes.per.second": 1_000_000,  # 64 KiB chunks
+    }
+    lm = open_manager(dirs, hook=hook, **settings)
+    tp = TopicPartition("half", 0)
+    lm.change_replica_dir(tp, dirs[0])
+    log = lm.get_or_create_log(tp)
+    _fill(log, 10_000)  # ~780 KB: two segments, each several chunks
+    assert lm.change_replica_dir(tp, dirs[1]) is ErrorCode.NONE
+    assert reached.wait(30)
+    closer = threading.Thread(target=lm.close)
+    closer.start()  # cancels the copy between two chunks of the first segment
+    threading.Event().wait(0.1)
+    gate.set()
+    closer.join(30)
+    assert not closer.is_alive()
+    assert [n for n in os.listdir(dirs[1]) if n.endswith("-future")]
+    again = open_manager(dirs, **{"log.segment.bytes": 512 * 1024})
+    assert again.await_idle(60)
+    moved = again.get_log(tp)
+    assert moved is not None
+    assert moved.logdir_path == dirs[1]
+    assert _values(moved) == [f"{i:016d}".encode() for i in range(10_000)]
+    assert _no_leftovers(dirs) == []
