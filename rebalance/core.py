@@ -667,6 +667,12 @@ class Planner:
                 return False
             if only_broker >= 0 and not self._may_join(r, only_broker):
                 continue  # cheap hard-rule check first: small replicas cluster by topic
+            if (
+                only_broker >= 0
+                and self.c.rep_leader[r]
+                and self.b_leaders[only_broker] + 1 > self.l_hi
+            ):
+                continue  # the taker is full of leaders: only followers can help it
             attempts += 1
             if attempts > tries:
                 return False
@@ -687,8 +693,10 @@ class Planner:
         if self.s.balance_disks and not self.capped:
             self.balance_disks()
         if self.s.balance_counts and self.s.cross_ok and not self.capped:
-            self.balance_counts(leaders=False)
-            self.balance_counts(leaders=True)
+            # Leader moves can push a replica count out again (and the reverse): two rounds.
+            for _ in range(2):
+                self.balance_counts(leaders=False)
+                self.balance_counts(leaders=True)
         if self.s.balance_disks and not self.capped:
             self.balance_disks()
         if self.capped:

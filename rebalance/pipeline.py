@@ -17,6 +17,7 @@ from spindle.rebalance.report import (
     figures,
     hard_violations,
     lower_bounds,
+    offenders,
     per_broker_and_dir,
 )
 from spindle.rebalance.scope import Request, build_scope
@@ -95,10 +96,11 @@ def make_plan(
                 unmet.append(
                     {
                         "goal": key,
-                        "why": f"{after[key]['outOfBand']} out of band: no single move of an "
-                        "unmoved replica brings them in without breaking a hard rule or another "
-                        "band (replica sizes are too coarse, racks or capacity forbid it)"
-                        + (", or the caps stopped planning" if outcome.capped else ""),
+                        "why": f"{after[key]['outOfBand']} out of band"
+                        + (" (the caps stopped planning)" if outcome.capped else ""),
+                        "offenders": offenders(
+                            cluster, scope, goals, outcome.cur_broker, outcome.cur_dir, key
+                        ),
                     }
                 )
     t3 = time.perf_counter()

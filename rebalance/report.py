@@ -367,3 +367,89 @@ def per_broker_and_dir(
             }
         )
     return brokers, dirs
+
+
+def offenders(
+    cluster: Cluster,
+    scope: Scope,
+    goals: Goals,
+    cur_broker: np.ndarray,
+    cur_dir: np.ndarray,
+    goal: str,
+    *,
+    limit: int = 10,
+) -> list[dict[str, Any]]:
+    """The brokers or directories outside a soft goal's band after the plan, each with the
+    most specific reason known, so that an operator can tell a real limit from a planner one.
+    """
+    out: list[dict[str, Any]] = []
+    offline_b = np.zeros(cluster.n_brokers, bool)
+    offline_b[cluster.dir_broker[cluster.dir_state == OFFLINE]] = True
+    host = scope.hosting
+    load = dir_loads(cluster, scope, cur_dir)
+    total = cluster.dir_total.astype(float)
+    n_b = cluster.n_brokers
+    b_load = np.bincount(cluster.dir_broker, weights=load * host, minlength=n_b)
+    b_cap = np.bincount(cluster.dir_broker, weights=total * host, minlength=n_b)
+    hb = b_cap > 0
+    blocked = (
+        "broker has an Offline directory: Kafka answers AlterReplicaLogDirs there with "
+        "KAFKA_STORAGE_ERROR, so its disks are not rebalanced and it receives no replicas"
+    )
+    generic = (
+        "no single move of an unmoved replica fixes it without breaking a hard rule or another band"
+    )
+    if goal == "diskUtilisationOverBrokerMean":
+        active = host & (cluster.dir_state == ACTIVE)
+        a_load = np.bincount(cluster.dir_broker, weights=load * active, minlength=n_b)
+        a_cap = np.bincount(cluster.dir_broker, weights=total * active, minlength=n_b)
+        mean = np.divide(a_load, a_cap, out=np.zeros(n_b), where=a_cap > 0)[cluster.dir_broker]
+        ratio = np.divide(
+            load / np.maximum(total, 1), mean, out=np.ones(cluster.n_dirs), where=mean > 0
+        )
+        db = goals.disk_balance
+        bad = np.flatnonzero(active & (mean > 0) & ((ratio > db + 1e-9) | (ratio < 2 - db - 1e-9)))
+        for d in bad[:limit].tolist():
+            b = int(cluster.dir_broker[d])
+            why = blocked if offline_b[b] else generic
+            if not offline_b[b] and ratio[d] > db:
+                on = cluster.rep_size[cur_dir == d]
+                if 0 < len(on) <= 3:
+                    why = (
+                        f"holds {len(on)} replica(s), the smallest of {int(on.min())} bytes; "
+                        "moving it would leave this disk below its band or overfill another"
+                    )
+            out.append(
+                {
+                    "broker": int(cluster.broker_ids[b]),
+                    "path": cluster.dir_path[d],
+                    "utilisationOverBrokerMean": round(float(ratio[d]), 4),
+                    "why": why,
+                }
+            )
+        return out
+    if goal == "brokerUtilisation":
+        c_mean = float(b_load.sum() / b_cap.sum()) if b_cap.sum() else 0.0
+        util = np.divide(b_load, b_cap, out=np.zeros(n_b), where=hb)
+        bb = goals.broker_balance
+        bad = np.flatnonzero(
+            hb & ((util > bb * c_mean + 1e-12) | (util < (2 - bb) * c_mean - 1e-12))
+        )
+        values = util / c_mean if c_mean else util
+    else:
+        leaders = goal == "leaders"
+        serving = host[cur_dir] & (cluster.rep_leader if leaders else True)
+        counts = np.bincount(cur_broker[serving], minlength=n_b).astype(float)
+        m = float(counts[hb].mean()) if hb.any() else 0.0
+        f = goals.leader_balance if leaders else goals.replica_balance
+        bad = np.flatnonzero(hb & ((counts > np.ceil(f * m)) | (counts < np.floor((2 - f) * m))))
+        values = counts
+    for b in bad[:limit].tolist():
+        out.append(
+            {
+                "broker": int(cluster.broker_ids[b]),
+                "value": round(float(values[b]), 4),
+                "why": blocked if offline_b[b] else generic,
+            }
+        )
+    return out
