@@ -13,7 +13,10 @@
    window after a warm-up: ``throttle_<n>MBps_ratio`` = achieved / target (target 1 ± 0.05).
 
 3. Appends during a move: the append rate (1 KB batches) to the partition while its
-   unthrottled move runs, over the rate just before: ``appends_during_move_ratio``.
+   unthrottled move runs, over the rate just before: ``appends_during_move_ratio``, and the
+   longest single append without and with the move (``longest_append_ms``). On a 2-core
+   machine an unthrottled copy takes a core of kernel time, so the rate ratio measures CPU
+   sharing; the longest append shows how long the partition lock was ever held.
 
 Progress goes to stderr; the last line on stdout is one JSON object with every figure.
 Run: ``.venv/bin/python bench/move.py [--size-gb 2] [--base /some/dir]``.
@@ -128,31 +131,38 @@ def timed_move(lm: LogManager, hook: SwapClock, dest: str) -> float:
     return elapsed
 
 
-def append_rate(log: Log, until: threading.Event | None, seconds: float) -> float:
-    """Appends per second of 1 KB batches for ``seconds`` or until ``until`` is set."""
+def append_rate(log: Log, until: threading.Event | None, seconds: float) -> tuple[float, float]:
+    """(appends per second, longest single append in seconds) of 1 KB batches for
+    ``seconds`` or until ``until`` is set."""
     batch = build_batch([b"a" * 1000])
     count = 0
+    longest = 0.0
     start = time.perf_counter()
     deadline = start + seconds
-    while time.perf_counter() < deadline and not (until is not None and until.is_set()):
+    now = start
+    while now < deadline and not (until is not None and until.is_set()):
         log.append(batch)
         count += 1
-    return count / (time.perf_counter() - start)
+        after = time.perf_counter()
+        longest = max(longest, after - now)
+        now = after
+    return count / (now - start), longest
 
 
-def appends_during_move_ratio(lm: LogManager, hook: SwapClock, dest: str) -> float:
-    """Append rate to the moving partition while its unthrottled move copies, over the rate
-    with no move (same partition, same batches, measured just before)."""
+def appends_during_move(lm: LogManager, hook: SwapClock, dest: str) -> tuple[float, float, float]:
+    """Append rate to the moving partition while its unthrottled move runs, over the rate
+    just before without a move; and the longest single append (s) without and with the move
+    (the partition lock is held only for the final catch-up and the renames)."""
     log = lm.get_log(TP)
     assert log is not None
-    idle = append_rate(log, None, 1.0)
+    idle, idle_longest = append_rate(log, None, 1.0)
     hook.swapped.clear()
     if lm.change_replica_dir(TP, dest).name != "NONE":
         raise RuntimeError("could not start the move")
-    during = append_rate(log, hook.swapped, 30.0)
+    during, during_longest = append_rate(log, hook.swapped, 30.0)
     if not lm.await_idle(600):
         raise RuntimeError("move did not finish")
-    return during / idle
+    return during / idle, idle_longest, during_longest
 
 
 def future_bytes(lm: LogManager) -> int:
@@ -257,9 +267,16 @@ def main() -> int:
         current = lm.get_log(TP)
         assert current is not None
         other = dir_b if current.logdir_path == dir_a else dir_a
-        ratio = appends_during_move_ratio(lm, hook, other)
-        say(f"appends during a move / appends without one = {ratio:.3f}")
+        ratio, idle_longest, during_longest = appends_during_move(lm, hook, other)
+        say(
+            f"appends during a move / appends without one = {ratio:.3f}; longest append "
+            f"{idle_longest * 1000:.1f} ms without, {during_longest * 1000:.1f} ms during"
+        )
         results["appends_during_move_ratio"] = round(ratio, 3)
+        results["longest_append_ms"] = {
+            "no_move": round(idle_longest * 1000, 2),
+            "during_move": round(during_longest * 1000, 2),
+        }
         current = lm.get_log(TP)
         assert current is not None
         other = dir_b if current.logdir_path == dir_a else dir_a

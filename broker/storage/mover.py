@@ -195,6 +195,7 @@ class ReplicaMover:
         if job.resumed:
             self._trim_resumed(src, fut)
         seen_generation: int | None = None
+        unflushed = 0
         while not job.cancel.is_set():
             generation, states = src.snapshot()
             if seen_generation is not None and generation != seen_generation:
@@ -208,7 +209,14 @@ class ReplicaMover:
                 continue
             if copied is None:
                 return
+            unflushed += copied
             if copied > SWAP_UNDER_LOCK_BYTES:
+                continue
+            if unflushed > SWAP_UNDER_LOCK_BYTES:
+                # fsync the bulk without the lock, then copy what arrived meanwhile: under
+                # the lock only about SWAP_UNDER_LOCK_BYTES are left to copy and flush.
+                fut.flush()
+                unflushed = 0
                 continue
             if self._try_swap(job, src, fut, seen_generation):
                 return
@@ -304,12 +312,11 @@ class ReplicaMover:
         """Finish the copy and swap under the partition lock; False to keep copying."""
         manager = self._manager
         failures = manager.failures
-        # Before taking the lock (appends keep flowing): make the bulk durable and checkpoint
-        # the destination with the live log's offsets, which a crash after the renames
-        # promotes with the future. Values a moment stale are safe: the high watermark only
-        # moves forward by replication and the log start is clamped to the first segment.
+        # Before taking the lock (appends keep flowing): checkpoint the destination with the
+        # live log's offsets, which a crash after the renames promotes with the future. Values
+        # a moment stale are safe: the high watermark only moves forward by replication and
+        # the log start is clamped to the first segment.
         fut.set_offsets_from(src)
-        fut.flush()
         manager.checkpoint_dir(fut.logdir_path)
         with src.lock:
             current, states = src.snapshot()
@@ -321,7 +328,7 @@ class ReplicaMover:
                 return True
             try:
                 fut.set_offsets_from(src)
-                fut.flush()  # only what arrived since the flush above
+                fut.flush()  # only what arrived since the last flush outside the lock
                 self._step("caught_up", job.tp)
                 live_path = src.dir_path
                 delete_path = os.path.join(
