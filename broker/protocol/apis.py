@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+from typing import Any, Protocol
 
 # kafka-python 3.0 loads its JSON schemas with importlib.resources.read_text, deprecated since
 # Python 3.11; the warning fires once per class at import and says nothing about Spindle.
@@ -278,16 +278,25 @@ ZERO_COPY_MIN_BYTES = 4096
 """``records`` values at least this large are spliced into the output instead of copied."""
 
 
-def _swap_records(value: Any, swapped: dict[bytes, bytes | memoryview], tag: bytes) -> Any:
+class SplicedBlob(Protocol):
+    """A record set the caller sends itself (e.g. a file region sent with sendfile): the codec
+    only needs its length. Marked by a true ``is_spliced_blob`` attribute."""
+
+    is_spliced_blob: bool
+
+    def __len__(self) -> int: ...
+
+
+def _is_blob(v: Any) -> bool:
+    return isinstance(v, bytes | memoryview) or bool(getattr(v, "is_spliced_blob", False))
+
+
+def _swap_records(value: Any, swapped: dict[bytes, Any], tag: bytes) -> Any:
     """Copy of ``value`` with large ``records`` blobs replaced by unique 16-byte markers."""
     if isinstance(value, Mapping):
         out = {}
         for k, v in value.items():
-            if (
-                k == "records"
-                and isinstance(v, bytes | memoryview)
-                and len(v) >= ZERO_COPY_MIN_BYTES
-            ):
+            if k == "records" and _is_blob(v) and len(v) >= ZERO_COPY_MIN_BYTES:
                 marker = tag + len(swapped).to_bytes(4, "big")
                 swapped[marker] = v
                 out[k] = marker
@@ -301,23 +310,24 @@ def _swap_records(value: Any, swapped: dict[bytes, bytes | memoryview], tag: byt
 
 def encode_response_parts(
     request: Request, body: Mapping[str, Any]
-) -> tuple[int, list[bytes | memoryview]]:
+) -> tuple[int, list[bytes | memoryview | SplicedBlob]]:
     """Like :func:`encode_response`, but record bytes are not copied into the output.
 
     Record sets (Fetch's ``records``) can be megabytes; the schema codec would copy each one
     into its output buffer and that buffer again into the frame. Instead each large blob is
     replaced by a unique 16-byte marker, the (small) rest is encoded by the codec, and the
     output is split at the markers with the real length prefix and the original blob spliced
-    in: a list of parts for a vectored write, and their total size. A marker's encoding is
+    in: a list of parts for a vectored write, and their total size. A blob may also be a
+    :class:`SplicedBlob` that the caller writes itself. A marker's encoding is
     ``int32 16`` + marker (non-flexible BYTES) or ``uvarint 17`` + marker (COMPACT_BYTES).
     """
-    swapped: dict[bytes, bytes | memoryview] = {}
+    swapped: dict[bytes, Any] = {}
     tag = os.urandom(12)
     encoded = encode_response(request, _swap_records(body, swapped, tag))
     if not swapped:
         return len(encoded), [encoded]
     flexible = request.spec.is_flexible(request.version)
-    parts: list[bytes | memoryview] = []
+    parts: list[bytes | memoryview | SplicedBlob] = []
     view = memoryview(encoded)
     cursor = 0
     total = 0

@@ -13,12 +13,14 @@ import asyncio
 import contextlib
 import logging
 import struct
+from typing import cast
 
 from spindle.broker.protocol.apis import RequestRejected, decode_request, encode_response_parts
 from spindle.broker.protocol.framing import SIZE_PREFIX_BYTES, FrameError, parse_frame_size
 
 from .authorizer import RequestContext
 from .handlers import KafkaApis
+from .zerocopy import FileRegion, send_region
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +53,10 @@ async def serve_connection(
             size, parts = encode_response_parts(request, body)
             writer.write(_SIZE.pack(size))
             for part in parts:
-                writer.write(part)
+                if isinstance(part, FileRegion):
+                    await send_region(writer, part)
+                else:
+                    writer.write(cast(bytes, part))
             if writer.transport.get_write_buffer_size() > DRAIN_ABOVE_BYTES:
                 await writer.drain()
     except (FrameError, RequestRejected) as exc:

@@ -38,6 +38,7 @@ from spindle.broker.storage import Log, LogManager
 from .authorizer import CLUSTER_NAME, Authorizer, Operation, RequestContext, ResourceType
 from .config import BrokerSettings
 from .producer_state import DuplicateBatch, ProducerStateTable
+from .zerocopy import FileRegion
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,8 @@ CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER = 3
 CONFIG_SOURCE_STATIC_BROKER = 4
 CONFIG_SOURCE_DEFAULT = 5
 PRODUCER_ID_BLOCK = 1000
+SENDFILE_MIN_BYTES = 65536
+"""Record sets at least this large are sent from the segment file (see ``zerocopy``)."""
 THROTTLE_KEY = "replica.alter.log.dirs.io.max.bytes.per.second"
 
 
@@ -485,11 +488,16 @@ class KafkaApis:
                     # KIP-74: the first partition may return one batch over the budget.
                     limit = min(p.partition_max_bytes, budget) if total else p.partition_max_bytes
                     got = partition_log.read(p.fetch_offset, max(limit, 0), max_offset=hw)
+                    records: bytes | FileRegion = got.records
+                    if got.file_path and len(got.records) >= SENDFILE_MIN_BYTES:
+                        records = FileRegion(
+                            got.file_path, got.position, len(got.records), got.records
+                        )
                     out.update(
                         high_watermark=got.high_watermark,
                         last_stable_offset=got.high_watermark,
                         log_start_offset=got.log_start_offset,
-                        records=got.records,
+                        records=records,
                     )
                     total += len(got.records)
                     budget -= len(got.records)
