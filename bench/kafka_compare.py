@@ -325,7 +325,7 @@ def main() -> int:
     parser.add_argument("--mb", type=int, default=256, help="MiB produced per broker")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--dirs", type=int, default=2, help="log directories per broker")
-    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds; best kept")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds; best kept")
     parser.add_argument(
         "--spindle-set",
         action="append",
