@@ -41,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--max-bytes", type=int)
     plan.add_argument("--brokers", default="", help="comma-separated broker ids")
     plan.add_argument("--dirs", nargs="*", default=[], help="BROKER:PATH directories to drain")
-    plan.add_argument("--master", default="local[*]", help="Spark master URL")
+    plan.add_argument("--master", help="Spark master URL (default: spark-submit's, else local[*])")
     plan.add_argument("--no-spark", action="store_true", help="prepare with numpy instead of Spark")
     gen = sub.add_parser("generate", help="write a synthetic snapshot")
     gen.add_argument("--brokers", type=int, default=6)

@@ -24,11 +24,17 @@ from spindle.rebalance.prepare import Prepared, hosting_racks
 from spindle.rebalance.scope import Scope
 
 
-def spark_session(master: str = "local[*]", *, shuffle_partitions: int = 8) -> Any:
-    """A SparkSession bound to loopback with the UI off (the planner serves nothing)."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+def spark_session(master: str | None = None, *, shuffle_partitions: int = 8) -> Any:
+    """A SparkSession with the UI off (the planner serves nothing). ``master``: None keeps the
+    one ``spark-submit --master`` set, else ``local[*]``; local masters bind to loopback."""
+    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
+    if master is None:
+        # Under spark-submit the driver JVM already runs and carries spark.master.
+        master = SparkConf().get("spark.master", None) or "local[*]"
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = (
         SparkSession.builder.master(master)
         .appName("spindle-rebalance")
