@@ -80,18 +80,27 @@ def fsync_dir(path: str) -> None:
 
 def write_atomically(path: str, content: bytes) -> None:
     """Replace ``path`` with ``content`` via ``.tmp`` + fsync + rename + directory fsync."""
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(content)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(os.path.dirname(path) or ".")
+    write_all_atomically({path: content})
+
+
+def write_all_atomically(files: Mapping[str, bytes]) -> None:
+    """Replace each file (all in one directory) like :func:`write_atomically`, with a single
+    directory fsync for all the renames: every file is either old or new after a crash."""
+    directories = {os.path.dirname(path) or "." for path in files}
+    for path, content in files.items():
+        fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(content)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    for path in files:
+        os.replace(path + ".tmp", path)
+    for directory in directories:
+        fsync_dir(directory)
 
 
 def write_checkpoint(path: str, offsets: Mapping[TopicPartition, int]) -> None:

@@ -36,9 +36,10 @@ from spindle.broker.storage.checkpoint import (
     LOG_START_OFFSET,
     RECOVERY_POINT,
     REPLICATION_OFFSET,
+    format_checkpoint,
     fsync_dir,
     read_checkpoint,
-    write_checkpoint,
+    write_all_atomically,
 )
 from spindle.broker.storage.failure import LogDirFailureChannel
 from spindle.broker.storage.log import (
@@ -722,8 +723,7 @@ class LogManager:
         # One writer per directory: movers, housekeeping and shutdown all checkpoint, and two
         # writers sharing one .tmp file would rename each other's file away.
         with d.checkpoint_lock, self.failures.guard(path, "writing checkpoints"):
-            for name in files:
-                write_checkpoint(d.file(name), values[name])
+            write_all_atomically({d.file(n): format_checkpoint(values[n]) for n in files})
 
     def checkpoint_all(self, files: Collection[str]) -> None:
         """Write checkpoint ``files`` in every online directory (errors take it offline)."""
