@@ -146,6 +146,10 @@ def test_every_plan_keeps_the_hard_rules_or_is_refused_with_a_reason(
     check_hard_rules(cluster, request, result, goals)
     if cap is not None:
         assert result.summary["moves"]["total"] <= cap
+    if not result.summary["unmet"]:
+        # A plan meeting every goal of its mode can never beat the lower bound.
+        moved = result.summary["bytesMoved"]["total"]
+        assert moved >= result.summary["lowerBounds"]["bytes"] - 1
 
 
 def test_a_roomy_cluster_always_gets_a_plan_in_every_mode() -> None:
