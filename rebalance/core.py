@@ -49,6 +49,8 @@ class Outcome:
     hard_failures: list[str] = field(default_factory=list)
     capped: bool = False
     n_moves: int = 0
+    #: Which replica leads each partition after the plan (differs only with leader_reorder).
+    leader: np.ndarray | None = None
 
 
 class Planner:
@@ -74,6 +76,7 @@ class Planner:
         self.cur_b = cluster.rep_broker.copy()
         self.cur_d = cluster.rep_dir.copy()
         self.moved = np.zeros(cluster.n_replicas, bool)
+        self.lead = cluster.rep_leader.copy()  # changes only with goals.leader_reorder
         self.dir_b = cluster.dir_broker
         self.dir_rack = cluster.broker_rack[cluster.dir_broker]
         self.total = cluster.dir_total.astype(np.float64)
@@ -163,7 +166,7 @@ class Planner:
         d0 = int(self.cur_d[r])
         b0 = int(self.cur_b[r])
         b = int(self.dir_b[d])
-        leader = bool(self.c.rep_leader[r])
+        leader = bool(self.lead[r])
         if self.hosting[d0]:
             self.dir_load[d0] -= s
             self.b_load[b0] -= s
@@ -251,7 +254,7 @@ class Planner:
         dir_after = self.dir_load[cand] + s
         dir_in = dir_after <= self._dir_hi(cand, s)
         reps_ok = self.b_reps[b] + 1 <= self.c_hi
-        lead_ok = ~np.bool_(self.c.rep_leader[r]) | (self.b_leaders[b] + 1 <= self.l_hi)
+        lead_ok = ~np.bool_(self.lead[r]) | (self.b_leaders[b] + 1 <= self.l_hi)
         util = b_after / self._b_cap_safe[b]
         dutil = dir_after / self.total[cand]
         if goal == "bytes":
@@ -377,7 +380,7 @@ class Planner:
                 if len(crowded) == 0:
                     break
                 on = [r for r in range(lo, hi) if racks[r - lo] == crowded[0] and not self.moved[r]]
-                on.sort(key=lambda r: (bool(self.c.rep_leader[r]), r))
+                on.sort(key=lambda r: (bool(self.lead[r]), r))
                 done = False
                 for r in on:
                     target = self.dest_cross(r, strict=False)
@@ -548,7 +551,7 @@ class Planner:
         # Candidates per broker, smallest first: one sort per phase, moved ones skipped later.
         pick = ~self.moved & self.hosting[self.cur_d]
         if leaders:
-            pick &= self.c.rep_leader
+            pick &= self.lead
         cand = np.flatnonzero(pick)
         cand = cand[np.lexsort((cand, self.size[cand], self.cur_b[cand]))]
         starts = np.searchsorted(self.cur_b[cand], np.arange(self.c.n_brokers + 1))
@@ -667,11 +670,7 @@ class Planner:
                 return False
             if only_broker >= 0 and not self._may_join(r, only_broker):
                 continue  # cheap hard-rule check first: small replicas cluster by topic
-            if (
-                only_broker >= 0
-                and self.c.rep_leader[r]
-                and self.b_leaders[only_broker] + 1 > self.l_hi
-            ):
+            if only_broker >= 0 and self.lead[r] and self.b_leaders[only_broker] + 1 > self.l_hi:
                 continue  # the taker is full of leaders: only followers can help it
             attempts += 1
             if attempts > tries:
@@ -681,6 +680,50 @@ class Planner:
                 self._apply(r, target)
                 return True
         return False
+
+    def reorder_leaders(self) -> None:
+        """Zero-byte leader balance (opt-in): a broker above the leader band hands leadership
+        of a partition to a follower on a broker below it, and a broker below the band takes
+        leadership from the most-leading broker among its partitions' leaders."""
+        part_start = self._part_start
+        for phase in ("excess", "deficit"):
+            order = np.argsort(-self.b_leaders if phase == "excess" else self.b_leaders)
+            for b in order.tolist():
+                if not self.host_b[b]:
+                    continue
+                if phase == "excess" and self.b_leaders[b] <= self.l_hi:
+                    continue
+                if phase == "deficit" and self.b_leaders[b] >= self.l_lo:
+                    continue
+                want_lead = phase == "deficit"
+                mine = np.flatnonzero(
+                    (self.cur_b == b) & (self.lead != want_lead) & self.hosting[self.cur_d]
+                )
+                for r in mine.tolist():
+                    if phase == "excess" and self.b_leaders[b] <= self.l_hi:
+                        break
+                    if phase == "deficit" and self.b_leaders[b] >= self.l_lo:
+                        break
+                    p = self._rep_part[r]
+                    best, best_key = -1, 0
+                    for r2 in range(part_start[p], part_start[p + 1]):
+                        if r2 == r or not self.hosting[self.cur_d[r2]]:
+                            continue
+                        b2 = int(self.cur_b[r2])
+                        if phase == "excess":
+                            ok = not self.lead[r2] and self.b_leaders[b2] + 1 <= self.l_hi
+                            key = -int(self.b_leaders[b2])
+                        else:
+                            ok = bool(self.lead[r2]) and self.b_leaders[b2] - 1 >= self.l_lo
+                            key = int(self.b_leaders[b2])
+                        if ok and (best < 0 or key > best_key):
+                            best, best_key = r2, key
+                    if best < 0:
+                        continue
+                    giver, taker = (r, best) if phase == "excess" else (best, r)
+                    self.lead[giver], self.lead[taker] = False, True
+                    self.b_leaders[int(self.cur_b[giver])] -= 1
+                    self.b_leaders[int(self.cur_b[taker])] += 1
 
     # ----------------------------------------------------------------- driver
 
@@ -696,6 +739,8 @@ class Planner:
             # Leader moves can push a replica count out again (and the reverse): two rounds.
             for _ in range(2):
                 self.balance_counts(leaders=False)
+                if self.g.leader_reorder:
+                    self.reorder_leaders()
                 self.balance_counts(leaders=True)
         if self.s.balance_disks and not self.capped:
             self.balance_disks()
@@ -712,6 +757,7 @@ class Planner:
             hard_failures=self.hard_failures,
             capped=self.capped,
             n_moves=self.n_moves,
+            leader=self.lead,
         )
 
     def _check_capacity(self) -> None:

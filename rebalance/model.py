@@ -69,6 +69,9 @@ class Goals:
     leader_balance: float = 1.10
     #: Hard unless false: replicas of one partition on distinct racks (as far as racks allow).
     rack_aware: bool = True
+    #: Opt-in: even out leader counts by making another replica the preferred leader (first
+    #: in the list) instead of moving data. Changes replica order, which is otherwise kept.
+    leader_reorder: bool = False
 
     @classmethod
     def from_json(cls, data: object) -> Goals:
@@ -82,7 +85,7 @@ class Goals:
             name = aliases.get(key, key)
             if name not in known:
                 raise SnapshotError(f"goals: unknown key {key!r}; known: {sorted(aliases)}")
-            if name == "rack_aware":
+            if name in ("rack_aware", "leader_reorder"):
                 if not isinstance(value, bool):
                     raise SnapshotError(f"goals: {key} must be true or false")
             elif isinstance(value, bool) or not isinstance(value, int | float):

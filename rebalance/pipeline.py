@@ -9,6 +9,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 from spindle.rebalance.core import plan_core
 from spindle.rebalance.model import Cluster, Goals, PlanError
 from spindle.rebalance.prepare import Prepared, prepare_local
@@ -75,14 +76,14 @@ def make_plan(
         problems = [p for p in problems if "must be emptied" not in p]
         if problems:
             raise PlanError(f"plan refused ({request.mode}): " + "; ".join(problems))
-    plan = build_plan(cluster, outcome.cur_broker, outcome.cur_dir)
+    plan = build_plan(cluster, outcome.cur_broker, outcome.cur_dir, outcome.leader)
     moved = outcome.moved
     cross = moved & (outcome.cur_broker != cluster.rep_broker)
     intra = moved & ~cross
     size = cluster.rep_size
     bounds = lower_bounds(cluster, scope, goals)
     before = figures(cluster, scope, goals, cluster.rep_broker, cluster.rep_dir)
-    after = figures(cluster, scope, goals, outcome.cur_broker, outcome.cur_dir)
+    after = figures(cluster, scope, goals, outcome.cur_broker, outcome.cur_dir, outcome.leader)
     bytes_moved = int(size[moved].sum())
     unmet = list(outcome.unmet)
     if scope.balance_brokers or scope.balance_disks or scope.balance_counts:
@@ -99,7 +100,13 @@ def make_plan(
                         "why": f"{after[key]['outOfBand']} out of band"
                         + (" (the caps stopped planning)" if outcome.capped else ""),
                         "offenders": offenders(
-                            cluster, scope, goals, outcome.cur_broker, outcome.cur_dir, key
+                            cluster,
+                            scope,
+                            goals,
+                            outcome.cur_broker,
+                            outcome.cur_dir,
+                            key,
+                            leader=outcome.leader,
                         ),
                     }
                 )
@@ -115,6 +122,11 @@ def make_plan(
             "crossBroker": int(cross.sum()),
             "intraBroker": int(intra.sum()),
         },
+        "preferredLeaderChanges": int(
+            np.unique(cluster.rep_part[outcome.leader != cluster.rep_leader]).size
+        )
+        if outcome.leader is not None
+        else 0,
         "bytesMoved": {
             "total": bytes_moved,
             "crossBroker": int(size[cross].sum()),
@@ -133,6 +145,7 @@ def make_plan(
             scope,
             (cluster.rep_broker, cluster.rep_dir),
             (outcome.cur_broker, outcome.cur_dir),
+            outcome.leader,
         )
         summary["perBroker"] = brokers
         summary["perDir"] = dirs

@@ -26,23 +26,35 @@ from spindle.rebalance.prepare import hosting_racks, rack_limits
 from spindle.rebalance.scope import Scope
 
 
-def build_plan(cluster: Cluster, cur_broker: np.ndarray, cur_dir: np.ndarray) -> dict[str, Any]:
-    """Reassignment JSON listing only partitions with a replica on another broker or dir,
+def build_plan(
+    cluster: Cluster,
+    cur_broker: np.ndarray,
+    cur_dir: np.ndarray,
+    leader: np.ndarray | None = None,
+) -> dict[str, Any]:
+    """Reassignment JSON listing only partitions with a replica on another broker or dir (or,
+    with ``leader`` differing from the snapshot's, a new preferred leader, listed first),
     sorted by (topic, partition) so the same placement gives the same bytes."""
     changed = (cur_broker != cluster.rep_broker) | (cur_dir != cluster.rep_dir)
-    parts = np.unique(cluster.rep_part[changed])
+    touched = changed.copy()
+    if leader is not None:
+        touched |= leader != cluster.rep_leader
+    parts = np.unique(cluster.rep_part[touched])
     ids = cluster.broker_ids
     entries = []
     for p in parts.tolist():
         lo, hi = int(cluster.part_start[p]), int(cluster.part_start[p + 1])
+        order = list(range(lo, hi))
+        if leader is not None and (leader[lo:hi] != cluster.rep_leader[lo:hi]).any():
+            first = lo + int(np.flatnonzero(leader[lo:hi])[0])
+            order = [first] + [r for r in order if r != first]
         entries.append(
             {
                 "topic": cluster.part_topic[p],
                 "partition": int(cluster.part_num[p]),
-                "replicas": [int(ids[b]) for b in cur_broker[lo:hi]],
+                "replicas": [int(ids[cur_broker[r]]) for r in order],
                 "log_dirs": [
-                    cluster.dir_path[int(cur_dir[r])] if changed[r] else "any"
-                    for r in range(lo, hi)
+                    cluster.dir_path[int(cur_dir[r])] if changed[r] else "any" for r in order
                 ],
             }
         )
@@ -58,7 +70,12 @@ def dir_loads(cluster: Cluster, scope: Scope, cur_dir: np.ndarray) -> np.ndarray
 
 
 def figures(
-    cluster: Cluster, scope: Scope, goals: Goals, cur_broker: np.ndarray, cur_dir: np.ndarray
+    cluster: Cluster,
+    scope: Scope,
+    goals: Goals,
+    cur_broker: np.ndarray,
+    cur_dir: np.ndarray,
+    leader: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Balance figures of a placement and which soft goals it meets. Only hosting directories
     and brokers that keep at least one count; replicas stranded on Offline dirs are left out
@@ -80,7 +97,8 @@ def figures(
     ratio = np.divide(d_util, a_mean, out=np.ones(cluster.n_dirs), where=a_mean > 0)
     serving = host[cur_dir]
     reps = np.bincount(cur_broker[serving], minlength=n_b)[hb]
-    leaders = np.bincount(cur_broker[serving & cluster.rep_leader], minlength=n_b)[hb]
+    lead = cluster.rep_leader if leader is None else leader
+    leaders = np.bincount(cur_broker[serving & lead], minlength=n_b)[hb]
 
     def band(
         values: np.ndarray, factor: float, *, integer: bool, mean: float | None = None
@@ -328,6 +346,7 @@ def per_broker_and_dir(
     scope: Scope,
     before: tuple[np.ndarray, np.ndarray],
     after: tuple[np.ndarray, np.ndarray],
+    leader: np.ndarray | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Usage per broker and per directory before and after, for the summary."""
     total = cluster.dir_total.astype(float)
@@ -352,7 +371,9 @@ def per_broker_and_dir(
                 "replicasBefore": int(rb.sum()),
                 "replicasAfter": int(ra.sum()),
                 "leadersBefore": int((rb & cluster.rep_leader).sum()),
-                "leadersAfter": int((ra & cluster.rep_leader).sum()),
+                "leadersAfter": int(
+                    (ra & (cluster.rep_leader if leader is None else leader)).sum()
+                ),
             }
         )
     dirs = []
@@ -381,6 +402,7 @@ def offenders(
     goal: str,
     *,
     limit: int = 10,
+    leader: np.ndarray | None = None,
 ) -> list[dict[str, Any]]:
     """The brokers or directories outside a soft goal's band after the plan, each with the
     most specific reason known, so that an operator can tell a real limit from a planner one.
@@ -441,7 +463,8 @@ def offenders(
         values = util / c_mean if c_mean else util
     else:
         leaders = goal == "leaders"
-        serving = host[cur_dir] & (cluster.rep_leader if leaders else True)
+        lead = cluster.rep_leader if leader is None else leader
+        serving = host[cur_dir] & (lead if leaders else True)
         counts = np.bincount(cur_broker[serving], minlength=n_b).astype(float)
         m = float(counts[hb].mean()) if hb.any() else 0.0
         f = goals.leader_balance if leaders else goals.replica_balance
