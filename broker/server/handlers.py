@@ -485,9 +485,10 @@ class KafkaApis:
                         )
                     partition_log = self._hosted_log(tp)
                     hw = partition_log.high_watermark
-                    # KIP-74: the first partition may return one batch over the budget.
-                    limit = min(p.partition_max_bytes, budget) if total else p.partition_max_bytes
-                    got = partition_log.read(p.fetch_offset, max(limit, 0), max_offset=hw)
+                    # KIP-74: storage returns at least one whole batch for a positive limit, so
+                    # the first non-empty partition answers even if its batch exceeds the limits.
+                    limit = max(min(p.partition_max_bytes, budget), 0)
+                    got = partition_log.read(p.fetch_offset, limit, max_offset=hw)
                     records: bytes | FileRegion = got.records
                     if got.file_path and len(got.records) >= SENDFILE_MIN_BYTES:
                         records = FileRegion(
