@@ -50,7 +50,15 @@ class MetadataStore:
         return "/".join((self._prefix, *parts)).encode()
 
     async def load(self) -> None:
-        """Read everything under the prefix into memory."""
+        """Read everything under the prefix into memory.
+
+        Serialised with writes: a reload that overtook an in-flight write would otherwise
+        replace the cache with a state that lacks it.
+        """
+        async with self._lock:
+            await self._load_unlocked()
+
+    async def _load_unlocked(self) -> None:
         kvs, _rev = await self._client.get_prefix(self._key(""))
         self._revs = {}
         self.topics, self.brokers, self.broker_configs = {}, {}, {}
@@ -77,7 +85,7 @@ class MetadataStore:
         op: Put | Delete = Put(key, value) if value is not None else Delete(key)
         ok, revision = await self._client.txn([Compare(key, expected)], [op])
         if not ok:
-            await self.load()
+            await self._load_unlocked()
             raise MetadataConflict(f"metadata key {key.decode()} was changed by another writer")
         if value is None:
             self._revs.pop(key, None)
