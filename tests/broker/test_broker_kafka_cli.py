@@ -174,3 +174,59 @@ def test_reassign_log_dirs_plan_with_throttle_executes_and_verifies(
     )
     assert "replica.alter.log.dirs.io.max.bytes.per.second" not in repr(configs)
     admin.close()
+
+
+def test_reassign_cancel_stops_a_throttled_dir_move_and_keeps_the_original_dir(
+    module_broker: Broker, tmp_path: Path
+) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=module_broker.bootstrap)
+    admin.create_topics([NewTopic("cancelled", num_partitions=1, replication_factor=1)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=module_broker.bootstrap, linger_ms=5)
+    for _ in range(10_000):
+        producer.send("cancelled", b"z" * 1000, partition=0)
+    producer.flush()
+    producer.close()
+
+    def placement() -> dict[tuple[str, bool], str]:
+        doc = _log_dirs_json(module_broker, "--topic-list", "cancelled")
+        return {
+            (p["partition"], p["isFuture"]): d["logDir"]
+            for d in doc["brokers"][0]["logDirs"]
+            for p in d["partitions"]
+        }
+
+    [source] = placement().values()
+    dest = next(d for d in module_broker.log_dirs if d != source)
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "partitions": [
+                    {
+                        "topic": "cancelled",
+                        "partition": 0,
+                        "replicas": [module_broker.node_id],
+                        "log_dirs": [dest],
+                    }
+                ],
+            }
+        )
+    )
+    base = [
+        "kafka-reassign-partitions",
+        "--bootstrap-server",
+        module_broker.bootstrap,
+        "--reassignment-json-file",
+        str(plan_file),
+    ]
+    # 10 MB at 100 kB/s cannot finish before the cancel.
+    _run(*base, "--execute", "--replica-alter-log-dirs-throttle", "100000")
+    assert placement() == {("cancelled-0", False): source, ("cancelled-0", True): dest}
+    out = _run(*base, "--cancel")
+    assert "Clearing broker-level throttles" in out
+    deadline = time.monotonic() + 60
+    while placement() != {("cancelled-0", False): source}:
+        assert time.monotonic() < deadline, placement()
+        time.sleep(0.5)
