@@ -519,6 +519,45 @@ class Planner:
                 if moved < 0:
                     stuck.add(d)
 
+    def relieve_capacity(self) -> None:
+        """Directories above the capacity threshold shed first, fullest first, before any
+        balancing fills the free space they need (a large replica may fit in few places)."""
+        over = np.flatnonzero(self.hosting & (self.dir_load > self.hard))
+        over = over[np.argsort(-(self.dir_load[over] / self.total[over]), kind="stable")]
+        for d in over.tolist():
+            b = int(self.dir_b[d])
+            while self.dir_load[d] > self.hard[d] and not self.capped:
+                need = float(self.dir_load[d] - self.hard[d])
+                r = -1
+                if self.s.cross_ok and self.s.balance_brokers and self.b_load[b] > self.b_hi[b]:
+                    # The broker must give bytes away anyway: one move serves both goals.
+                    r = self.shed(
+                        d,
+                        need,
+                        lambda r: self.dest_cross(r, strict=True),
+                        floor_room=float(self.b_load[b] - self.b_lo[b]),
+                    )
+                if r < 0 and self.s.intra_ok[b]:
+                    r = self.shed(
+                        d, need, lambda r: self.dest_intra(r, strict=True), floor_room=need * 4
+                    )
+                    if r < 0:
+                        r = self.shed(
+                            d,
+                            need,
+                            lambda r: self.dest_intra(r, strict=False),
+                            floor_room=float(self.dir_load[d]),
+                        )
+                if r < 0 and self.s.cross_ok:
+                    r = self.shed(
+                        d,
+                        need,
+                        lambda r: self.dest_cross(r, strict=False),
+                        floor_room=float(self.dir_load[d]),
+                    )
+                if r < 0:
+                    break
+
     def _relieve_across(self, b: int) -> None:
         """A broker that cannot move replicas between its own disks (an Offline dir makes
         Kafka refuse AlterReplicaLogDirs) relieves a directory above the capacity threshold by
@@ -731,6 +770,8 @@ class Planner:
         self.evacuate()
         if self.s.fix_racks and not self.capped:
             self.fix_racks()
+        if self.s.balance_disks and not self.capped:
+            self.relieve_capacity()
         if self.s.balance_brokers and self.s.cross_ok and not self.capped:
             self.balance_broker_bytes()
         if self.s.balance_disks and not self.capped:
