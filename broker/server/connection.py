@@ -20,7 +20,7 @@ from spindle.broker.protocol.framing import SIZE_PREFIX_BYTES, FrameError, parse
 
 from .authorizer import RequestContext
 from .handlers import KafkaApis
-from .zerocopy import FileRegion, send_region
+from .zerocopy import FileRegion, close_regions, send_region
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +51,15 @@ async def serve_connection(
             if body is None:
                 continue
             size, parts = encode_response_parts(request, body)
-            writer.write(_SIZE.pack(size))
-            for part in parts:
-                if isinstance(part, FileRegion):
-                    await send_region(writer, part)
-                else:
-                    writer.write(cast(bytes, part))
+            try:
+                writer.write(_SIZE.pack(size))
+                for part in parts:
+                    if isinstance(part, FileRegion):
+                        await send_region(writer, part)
+                    else:
+                        writer.write(cast(bytes, part))
+            finally:
+                close_regions(parts)
             if writer.transport.get_write_buffer_size() > DRAIN_ABOVE_BYTES:
                 await writer.drain()
     except (FrameError, RequestRejected) as exc:

@@ -38,7 +38,7 @@ from spindle.broker.storage import Log, LogManager
 from .authorizer import CLUSTER_NAME, Authorizer, Operation, RequestContext, ResourceType
 from .config import BrokerSettings
 from .producer_state import DuplicateBatch, ProducerStateTable
-from .zerocopy import FileRegion
+from .zerocopy import FileRegion, close_regions
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,8 @@ CONFIG_SOURCE_STATIC_BROKER = 4
 CONFIG_SOURCE_DEFAULT = 5
 PRODUCER_ID_BLOCK = 1000
 SENDFILE_MIN_BYTES = 65536
-"""Record sets at least this large are sent from the segment file (see ``zerocopy``)."""
+"""Record sets at least this large are sent from the segment file (see ``zerocopy``); smaller
+ones are copied, which is cheaper than a descriptor and a ``sendfile`` call."""
 THROTTLE_KEY = "replica.alter.log.dirs.io.max.bytes.per.second"
 
 
@@ -450,6 +451,7 @@ class KafkaApis:
             remaining = deadline - self.clock.monotonic()
             if total >= min_bytes or any_error or remaining <= 0 or min_bytes == 0:
                 break
+            _close_fetch_regions(responses)
             await self.appends.wait(remaining)
         return {
             "throttle_time_ms": 0,
@@ -488,20 +490,20 @@ class KafkaApis:
                     # KIP-74: storage returns at least one whole batch for a positive limit, so
                     # the first non-empty partition answers even if its batch exceeds the limits.
                     limit = max(min(p.partition_max_bytes, budget), 0)
-                    got = partition_log.read(p.fetch_offset, limit, max_offset=hw)
-                    records: bytes | FileRegion = got.records
-                    if got.file_path and len(got.records) >= SENDFILE_MIN_BYTES:
-                        records = FileRegion(
-                            got.file_path, got.position, len(got.records), got.records
-                        )
+                    got = partition_log.read(
+                        p.fetch_offset,
+                        limit,
+                        max_offset=hw,
+                        file_range_min_bytes=SENDFILE_MIN_BYTES,
+                    )
                     out.update(
                         high_watermark=got.high_watermark,
                         last_stable_offset=got.high_watermark,
                         log_start_offset=got.log_start_offset,
-                        records=records,
+                        records=got.records if got.file is None else FileRegion(got.file),
                     )
-                    total += len(got.records)
-                    budget -= len(got.records)
+                    total += got.size
+                    budget -= got.size
                 except Exception as exc:
                     code, _ = _err(exc)
                     out["error_code"] = code
@@ -977,3 +979,9 @@ class KafkaApis:
             if parts:
                 topics.append({"name": name, "partitions": parts})
         return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "topics": topics}
+
+
+def _close_fetch_regions(responses: list[dict[str, Any]]) -> None:
+    """Release the file ranges of a fetch answer that will not be sent (long poll retries)."""
+    for t in responses:
+        close_regions(p["records"] for p in t["partitions"])

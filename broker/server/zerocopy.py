@@ -1,69 +1,68 @@
 """Record sets sent from the segment file with ``sendfile`` instead of from memory.
 
-A fetch answer carries whole batches as stored. When the storage engine says where they lie
-(``ReadSlice.file_path/position/length``), the connection sends that file region with
-``loop.sendfile`` (``os.sendfile`` on plain TCP; asyncio falls back to read-and-send where the
-transport cannot, e.g. TLS), skipping the user-space copies of a write from memory.
+A fetch answer carries whole batches as stored. For a large enough record set the storage
+engine does not read the bytes at all: it hands over a :class:`~spindle.broker.storage.FileRange`
+(a duplicated descriptor, position and length). The connection sends that range with
+``loop.sendfile`` (``os.sendfile`` on plain TCP: disk cache → socket, no user-space copy;
+asyncio falls back to read-and-send where the transport cannot, e.g. TLS) and then closes it.
 
-The region is re-checked just before sending: a replica move may have renamed the segment's
-directory after the read, retention may have deleted the file. If the file cannot be opened,
-is too short, or its first and last batch headers differ from the bytes read, the bytes read
-are sent instead (``fallback``), so a client never receives anything but what was read.
+The descriptor names the file, not its path, so a replica move's swap, retention or a roll
+between the read and the send change nothing. A file cut short under the range (truncation
+above the high watermark, e.g. a follower diverging) cannot be answered from: the response's
+size is already on the wire, so the connection is closed and the client fetches again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import BinaryIO
 
-CHECK_BYTES = 61
-"""A v2 batch header (offsets, length, epoch, magic, CRC, ... record count)."""
+from spindle.broker.storage import FileRange
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class FileRegion:
-    """``length`` bytes of ``path`` at ``position``, equal to ``fallback`` when read."""
+    """A fetch response's ``records`` value that the connection sends from the file. Owns the
+    range: close it once sent, or when the response is dropped."""
 
-    path: str
-    position: int
-    length: int
-    fallback: bytes
+    range: FileRange
     is_spliced_blob: bool = True
 
     def __len__(self) -> int:
-        return self.length
+        return self.range.length
 
-    def open_verified(self) -> BinaryIO | None:
-        """The open file if it still holds the bytes that were read, else None."""
-        try:
-            f = open(self.path, "rb", buffering=0)  # noqa: SIM115 - closed by the caller
-        except OSError:
-            return None
-        try:
-            fd = f.fileno()
-            if os.fstat(fd).st_size < self.position + self.length:
-                raise OSError("segment shrank")
-            head = min(CHECK_BYTES, self.length)
-            if os.pread(fd, head, self.position) != self.fallback[:head]:
-                raise OSError("segment changed")
-            tail_at = self.position + self.length - head
-            if os.pread(fd, head, tail_at) != self.fallback[-head:]:
-                raise OSError("segment changed")
-        except OSError:
-            f.close()
-            return None
-        return f
+    def close(self) -> None:
+        self.range.close()
+
+
+class ShortSend(ConnectionError):
+    """The file held fewer bytes than the response promised; the connection must close."""
 
 
 async def send_region(writer: asyncio.StreamWriter, region: FileRegion) -> None:
-    """Send ``region`` after everything already written to ``writer``, zero-copy if possible."""
-    f = region.open_verified()
-    if f is None:
-        writer.write(region.fallback)
-        return
+    """Send ``region`` after everything already written to ``writer``, zero-copy if possible.
+
+    Does not close the region (the caller owns it). Raises :class:`ShortSend` if the file was
+    cut short under the range.
+    """
+    rng = region.range
+    f = os.fdopen(rng.fd, "rb", buffering=0, closefd=False)
     with contextlib.closing(f):
         loop = asyncio.get_running_loop()
-        await loop.sendfile(writer.transport, f, region.position, region.length)
+        sent = await loop.sendfile(writer.transport, f, rng.position, rng.length)
+    if sent != rng.length:
+        log.warning("segment shrank under a fetch: sent %d of %d bytes", sent, rng.length)
+        raise ShortSend(f"sent {sent} of {rng.length} bytes of a record set")
+
+
+def close_regions(parts: Iterable[object]) -> None:
+    """Close every :class:`FileRegion` among ``parts`` (idempotent)."""
+    for part in parts:
+        if isinstance(part, FileRegion):
+            part.close()

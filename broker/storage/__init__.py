@@ -7,7 +7,7 @@ carrying Kafka's error codes, which the protocol layer returns unchanged.
 """
 
 from spindle.broker.storage.failure import LogDirFailureChannel
-from spindle.broker.storage.log import AppendResult, Log, ReadSlice
+from spindle.broker.storage.log import AppendResult, FileRange, Log, ReadSlice
 from spindle.broker.storage.logdir import StorageStartupError
 from spindle.broker.storage.manager import (
     LogDirDescription,
@@ -19,6 +19,7 @@ from spindle.broker.storage.settings import StorageSettings
 
 __all__ = [
     "AppendResult",
+    "FileRange",
     "Log",
     "LogDirDescription",
     "LogDirFailureChannel",

@@ -18,6 +18,7 @@ import os
 import re
 import threading
 import uuid
+import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -89,21 +90,72 @@ class AppendResult:
     log_start_offset: int
 
 
+class FileRange:
+    """``length`` bytes at ``position`` of a segment file, held by a private descriptor, for
+    sending straight from the page cache (``sendfile``) without reading them into memory.
+
+    Ownership: whoever receives a ``FileRange`` owns its descriptor and must :meth:`close` it
+    (idempotent; also a context manager). A range dropped unclosed is closed when collected.
+
+    Safe while the response is sent: the descriptor is a ``dup`` of the segment's, taken under
+    the partition lock, so it names the file (inode), not the path. A segment deleted by
+    retention, a directory renamed or deleted by a replica move's swap, or a roll leave the
+    bytes readable until the range is closed (the kernel frees the inode then); appends only
+    add bytes after the range. Only a truncation (follower divergence, which cuts above the
+    high watermark that consumer reads stop at) can shorten the file under a range: a
+    sender then gets fewer bytes than ``length`` and must give up on that connection.
+    """
+
+    __slots__ = ("__weakref__", "_finalizer", "fd", "length", "position")
+
+    def __init__(self, fd: int, position: int, length: int) -> None:
+        self.fd = fd
+        self.position = position
+        self.length = length
+        self._finalizer = weakref.finalize(self, os.close, fd)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __enter__(self) -> FileRange:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    def close(self) -> None:
+        self._finalizer()
+
+    def read(self) -> bytes:
+        """The bytes themselves (tests, fallbacks); ``OSError`` if the file was cut short."""
+        data = os.pread(self.fd, self.length, self.position)
+        if len(data) != self.length:
+            raise OSError(errno.EIO, f"segment shrank under a read range ({len(data)} bytes)")
+        return data
+
+
 @dataclass(frozen=True, slots=True)
 class ReadSlice:
     """Whole batches read from one segment, plus what a fetch response reports.
 
-    ``records`` holds the bytes; ``file_path``/``position``/``length`` name the same bytes on
-    disk for a zero-copy send (valid until the segment is deleted).
+    The batches are either copied into ``records`` or, when the caller asked for a file range
+    and the batches are large enough, left in the file: ``file`` (owned by the caller, who must
+    close it) and ``records == b""``. ``size`` is their length either way.
     """
 
     records: bytes
-    file_path: str | None
-    position: int
-    length: int
+    file: FileRange | None
     log_start_offset: int
     log_end_offset: int
     high_watermark: int
+
+    @property
+    def size(self) -> int:
+        return self.file.length if self.file is not None else len(self.records)
 
 
 class Log:
@@ -369,7 +421,28 @@ class Log:
                     self._roll(self.log_end_offset)
 
     def flush(self) -> None:
-        """fsync what is not yet durable and move the recovery point to the log end."""
+        """fsync what is not yet durable and move the recovery point to the log end.
+
+        The bulk of the data is synced first without the partition lock, through duplicated
+        descriptors (safe if a segment is deleted meanwhile): a long fsync under the lock would
+        stall every read and append of the partition, and the protocol layer reads on its
+        event loop. What the second, locked pass still has to write back is little.
+        """
+        with self.lock:
+            self._check_usable()
+            with self._guard("flush"):
+                fds = [
+                    seg.dup_fd()
+                    for seg in self._segments
+                    if seg.next_offset > self.recovery_point or seg is self._segments[-1]
+                ]
+        try:
+            with self._guard("flush"):
+                for fd in fds:
+                    os.fsync(fd)
+        finally:
+            for fd in fds:
+                os.close(fd)
         with self.lock:
             self._check_usable()
             with self._guard("flush"):
@@ -380,9 +453,20 @@ class Log:
 
     # --- reading ---------------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> ReadSlice:
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        file_range_min_bytes: int | None = None,
+    ) -> ReadSlice:
         """Whole batches from the one holding ``offset``: up to ``max_bytes`` but at least one
         batch, none starting at or beyond ``max_offset`` (pass the high watermark for consumers).
+
+        With ``file_range_min_bytes``, batches adding up to at least that many bytes are not
+        copied: the slice carries a :class:`FileRange` the caller must close. Smaller ones are
+        copied (a copy is cheaper than a descriptor and a ``sendfile`` there).
 
         OFFSET_OUT_OF_RANGE below the log start or beyond the log end; at the log end an empty
         slice.
@@ -396,7 +480,7 @@ class Log:
                     f"[{self._log_start_offset}, {leo}]",
                     ErrorCode.OFFSET_OUT_OF_RANGE,
                 )
-            empty = ReadSlice(b"", None, 0, 0, self._log_start_offset, leo, self._high_watermark)
+            empty = ReadSlice(b"", None, self._log_start_offset, leo, self._high_watermark)
             if offset == leo or max_bytes <= 0:
                 return empty
             with self._guard("read"):
@@ -406,16 +490,17 @@ class Log:
                         continue
                     if max_offset is not None and base >= max_offset:
                         return empty
-                    data = seg.read_batches(start, max_bytes, max_offset)
-                    return ReadSlice(
-                        data,
-                        seg.log_path,
-                        start,
-                        len(data),
-                        self._log_start_offset,
-                        leo,
-                        self._high_watermark,
-                    )
+                    data = b""
+                    file = None
+                    if file_range_min_bytes is None:
+                        data = seg.read_batches(start, max_bytes, max_offset)
+                    else:
+                        length = seg.batch_span(start, max_bytes, max_offset)
+                        if length >= file_range_min_bytes:
+                            file = FileRange(seg.dup_fd(), start, length)
+                        else:
+                            data = seg.pread(start, length)
+                    return ReadSlice(data, file, self._log_start_offset, leo, self._high_watermark)
             return empty
 
     def _segments_from(self, offset: int) -> list[Segment]:

@@ -24,6 +24,7 @@ runs every call inside the failure guard.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import struct
@@ -516,6 +517,34 @@ class Segment:
                 break
             end += size
         return data[:end] if end < len(data) else data
+
+    def batch_span(self, start: int, max_bytes: int, max_offset: int | None) -> int:
+        """Length of the whole batches from ``start`` that :meth:`read_batches` would return,
+        found without reading them: the offset index (whose positions are batch starts) jumps
+        to the last indexed batch inside the limit, then only 12-byte batch prefixes are read.
+        """
+        limit = start + max(max_bytes, 0)
+        pos = start
+        index = self._index
+        # Last entry starting within the limit whose batch (last offset) is below max_offset:
+        # every batch before it then ends inside the limit and starts below max_offset.
+        i = bisect.bisect_right(index, limit, key=lambda e: e[1]) - 1
+        if max_offset is not None:
+            i = min(i, bisect.bisect_left(index, max_offset, key=lambda e: e[0]) - 1)
+        if i >= 0 and start < index[i][1] <= self.size:
+            pos = index[i][1]
+        while pos + LOG_OVERHEAD <= self.size:
+            base, size = read_prefix(self.pread(pos, LOG_OVERHEAD))
+            if max_offset is not None and base >= max_offset:
+                break
+            if pos + size > self.size or (pos + size > limit and pos > start):
+                break
+            pos += size
+        return pos - start
+
+    def dup_fd(self) -> int:
+        """A new descriptor of the ``.log`` file, owned by the caller (see ``FileRange``)."""
+        return os.dup(self._fd())
 
     def state(self) -> SegmentState:
         return SegmentState(

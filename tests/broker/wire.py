@@ -57,3 +57,87 @@ class Wire:
             return self.sock.recv(1) == b""
         except (ConnectionResetError, BrokenPipeError):
             return True
+
+
+def fetch_request(
+    topic: str,
+    offset: int = 0,
+    *,
+    partition: int = 0,
+    partition_max_bytes: int = 1 << 20,
+    max_bytes: int = 1 << 20,
+    max_wait_ms: int = 0,
+    min_bytes: int = 0,
+) -> Any:
+    """A consumer's Fetch v12 for one partition."""
+    from kafka.protocol.consumer import FetchRequest
+
+    return FetchRequest[12](
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        forgotten_topics_data=[],
+        rack_id="",
+        topics=[
+            FetchRequest.FetchTopic(
+                topic=topic,
+                partitions=[
+                    FetchRequest.FetchTopic.FetchPartition(
+                        partition=partition,
+                        current_leader_epoch=-1,
+                        fetch_offset=offset,
+                        last_fetched_epoch=-1,
+                        log_start_offset=-1,
+                        partition_max_bytes=partition_max_bytes,
+                    )
+                ],
+            )
+        ],
+    )
+
+
+def produce_request(topic: str, partition: int, values: list[bytes], acks: int = 1) -> Any:
+    """A Produce v9 of one batch of ``values``."""
+    from kafka.protocol.producer import ProduceRequest
+    from spindle.broker.records.batch import build_batch
+
+    return ProduceRequest[9](
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=5000,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name=topic,
+                partition_data=[
+                    ProduceRequest.TopicProduceData.PartitionProduceData(
+                        index=partition, records=build_batch(values)
+                    )
+                ],
+            )
+        ],
+    )
+
+
+def create_topic(wire: Wire, name: str, partitions: int = 1) -> None:
+    """CreateTopics v7 with replication factor 1; fails the test unless it succeeded."""
+    from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+
+    req = CreateTopicsRequest[7](
+        topics=[
+            CreateTopicsRequest.CreatableTopic(
+                name=name,
+                num_partitions=partitions,
+                replication_factor=1,
+                assignments=[],
+                configs=[],
+            )
+        ],
+        timeout_ms=5000,
+        validate_only=False,
+    )
+    resp = wire.call(req, CreateTopicsResponse, corr=99)
+    assert resp.topics[0].error_code == 0, resp
