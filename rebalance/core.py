@@ -22,10 +22,11 @@ lowest index; the same snapshot gives the same moves.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from spindle.rebalance.model import ACTIVE, Cluster, Goals, SnapshotError
+from spindle.rebalance.model import ACTIVE, STATES, Cluster, Goals, SnapshotError
 from spindle.rebalance.prepare import Prepared, hosting_racks, rack_limits
 from spindle.rebalance.scope import Request, Scope
 
@@ -295,7 +296,7 @@ class Planner:
 
     # ----------------------------------------------------------------- picking sources
 
-    def shed(self, d: int, need: float, dest: object, *, floor_room: float) -> int:
+    def shed(self, d: int, need: float, dest: Callable[[int], int], *, floor_room: float) -> int:
         """Move one replica off directory d: the largest not above ``need``, else the smallest
         above it if at most ``floor_room`` bytes may leave. ``dest(r) -> dir`` places it.
         Returns the replica moved, or -1."""
@@ -313,7 +314,7 @@ class Planner:
             tries += 1
             if tries > TRIES:
                 break
-            target = dest(r)  # type: ignore[operator]
+            target = dest(r)
             if target >= 0 and self._budget_allows(r):
                 self._apply(r, target)
                 return r
@@ -327,7 +328,7 @@ class Planner:
             tries += 1
             if tries > TRIES:
                 break
-            target = dest(r)  # type: ignore[operator]
+            target = dest(r)
             if target >= 0 and self._budget_allows(r):
                 self._apply(r, target)
                 return r
@@ -505,13 +506,10 @@ class Planner:
                     if slack <= 0:
                         continue
                     room = min(slack, float(self._hi_one(d, u) - self.dir_load[d]))
-                    target = d
                     moved = self.shed(
                         donor,
                         min(float(deficit[d]), slack),
-                        lambda r, t=target: (
-                            t if self.dir_load[t] + self.size_f[r] <= self.hard[t] else -1
-                        ),
+                        self._into(d),
                         floor_room=room,
                     )
                     if moved >= 0:
@@ -574,6 +572,14 @@ class Planner:
                 )
                 if r < 0:
                     break
+
+    def _into(self, d: int) -> Callable[[int], int]:
+        """Destination rule "directory d, if it stays under the capacity threshold"."""
+
+        def dest(r: int) -> int:
+            return d if self.dir_load[d] + self.size_f[r] <= self.hard[d] else -1
+
+        return dest
 
     def _hi_one(self, d: int, u: float) -> float:
         if not self.active[d]:
@@ -824,8 +830,6 @@ class Planner:
         return f"{self.c.part_topic[p]}-{int(self.c.part_num[p])}"
 
     def _state(self, d: int) -> str:
-        from spindle.rebalance.model import STATES
-
         state = STATES[int(self.c.dir_state[d])]
         return f"{state}, to be emptied" if self.s.evacuate[d] else state
 
