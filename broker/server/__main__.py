@@ -1,4 +1,4 @@
-"""``spindle-broker --config FILE`` (also ``python -m spindle.broker``): run one broker until
+"""``spindle-broker --config FILE`` (also ``python -P -m spindle.broker``): run one broker until
 SIGTERM or SIGINT, then shut down cleanly (storage writes its clean-shutdown marker)."""
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Etcd]:
 
 @dataclass
 class Broker:
-    """A real ``python -m spindle.broker`` process."""
+    """A real ``python -P -m spindle.broker`` process."""
 
     node_id: int
     port: int
@@ -111,7 +111,7 @@ class Broker:
         seen = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = open(self.log_path, "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "spindle.broker", "--config", str(self.config)],
+            [sys.executable, "-P", "-m", "spindle.broker", "--config", str(self.config)],
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd="/",
