@@ -16,14 +16,13 @@ from kafka.protocol.admin import (
 from spindle.broker.common.errors import ErrorCode
 
 from .conftest import Broker
-from .test_broker_server import _create
-from .wire import Wire
+from .wire import Wire, create_topic
 
 
 @pytest.fixture(scope="module")
 def topic(module_broker: Broker) -> str:
     with Wire(module_broker.port) as wire:
-        _create(wire, "matrix", partitions=2)
+        create_topic(wire, "matrix", partitions=2)
     return "matrix"
 
 

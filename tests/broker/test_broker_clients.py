@@ -13,14 +13,13 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kafka.protocol.producer import (
     InitProducerIdRequest,
     InitProducerIdResponse,
-    ProduceRequest,
     ProduceResponse,
 )
 from spindle.broker.common.errors import ErrorCode
 from spindle.broker.records.batch import build_batch
 
 from .conftest import Broker
-from .wire import Wire
+from .wire import Wire, produce_batch_request
 
 
 def _name(prefix: str) -> str:
@@ -150,21 +149,7 @@ def test_idempotent_sequences_drop_duplicates_and_refuse_gaps(module_broker: Bro
             batch = build_batch(
                 [b"v"] * n, producer_id=pid, producer_epoch=epoch, base_sequence=seq
             )
-            req = ProduceRequest[9](
-                transactional_id=None,
-                acks=-1,
-                timeout_ms=5000,
-                topic_data=[
-                    ProduceRequest.TopicProduceData(
-                        name=topic,
-                        partition_data=[
-                            ProduceRequest.TopicProduceData.PartitionProduceData(
-                                index=0, records=batch
-                            )
-                        ],
-                    )
-                ],
-            )
+            req = produce_batch_request(topic, 0, batch, acks=-1)
             part = wire.call(req, ProduceResponse).responses[0].partition_responses[0]
             return part.error_code, part.base_offset
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.protocol.admin import DescribeLogDirsRequest, DescribeLogDirsResponse
-from kafka.protocol.consumer import FetchRequest, FetchResponse
+from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceResponse
 from spindle.broker.common.errors import ErrorCode
@@ -26,8 +26,7 @@ from spindle.broker.controller.model import LOST_DIR, UNASSIGNED_DIR
 from spindle.broker.controller.store import MetadataStore
 
 from .conftest import Broker, Etcd, free_port, make_broker
-from .test_broker_server import _create, _produce
-from .wire import Wire
+from .wire import Wire, create_topic, fetch_request, produce_request
 
 pytestmark = [
     pytest.mark.root,
@@ -57,32 +56,7 @@ def _dirs_of(wire: Wire) -> dict[str, tuple[int, set[str]]]:
 
 
 def _fetch(wire: Wire, topic: str) -> int:
-    req = FetchRequest[12](
-        replica_id=-1,
-        max_wait_ms=0,
-        min_bytes=0,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        forgotten_topics_data=[],
-        rack_id="",
-        topics=[
-            FetchRequest.FetchTopic(
-                topic=topic,
-                partitions=[
-                    FetchRequest.FetchTopic.FetchPartition(
-                        partition=0,
-                        current_leader_epoch=-1,
-                        fetch_offset=0,
-                        last_fetched_epoch=-1,
-                        log_start_offset=-1,
-                        partition_max_bytes=1 << 20,
-                    )
-                ],
-            )
-        ],
-    )
+    req = fetch_request(topic)
     return int(wire.call(req, FetchResponse).responses[0].partitions[0].error_code)
 
 
@@ -119,13 +93,13 @@ def test_failed_dir_answers_storage_error_while_the_other_keeps_serving(
         assert 'offlinelogdirectorycount{broker="1"} 0' in _get(metrics_port, "/metrics")
         try:
             with Wire(broker.port) as admin:
-                _create(admin, "healthy")
-                _create(admin, "victim")
+                create_topic(admin, "healthy")
+                create_topic(admin, "victim")
                 placed = {t: d for d, (_, topics) in _dirs_of(admin).items() for t in topics}
                 assert placed["healthy"] != placed["victim"], placed
                 failed_dir, good_dir = placed["victim"], placed["healthy"]
                 assert (
-                    admin.call(_produce("victim", 0, [b"before"]), ProduceResponse)
+                    admin.call(produce_request("victim", 0, [b"before"]), ProduceResponse)
                     .responses[0]
                     .partition_responses[0]
                     .error_code
@@ -142,7 +116,7 @@ def test_failed_dir_answers_storage_error_while_the_other_keeps_serving(
                         while not stop.is_set() or len(acked) < 300:
                             part = (
                                 w.call(
-                                    _produce("healthy", 0, [f"{i:08d}".encode()]),
+                                    produce_request("healthy", 0, [f"{i:08d}".encode()]),
                                     ProduceResponse,
                                     corr=i,
                                 )
@@ -163,7 +137,7 @@ def test_failed_dir_answers_storage_error_while_the_other_keeps_serving(
                 try:
                     codes = [
                         admin.call(
-                            _produce("victim", 0, [b"after"]), ProduceResponse, corr=1000 + i
+                            produce_request("victim", 0, [b"after"]), ProduceResponse, corr=1000 + i
                         )
                         .responses[0]
                         .partition_responses[0]
@@ -225,10 +199,10 @@ def test_broker_exits_when_its_last_log_dir_fails(tmp_path: Path, etcd: Etcd) ->
         broker.start()
         try:
             with Wire(broker.port) as wire:
-                _create(wire, "last")
+                create_topic(wire, "last")
                 subprocess.run(["mount", "-o", "remount,ro", only], check=True)
                 code = (
-                    wire.call(_produce("last", 0, [b"x"]), ProduceResponse)
+                    wire.call(produce_request("last", 0, [b"x"]), ProduceResponse)
                     .responses[0]
                     .partition_responses[0]
                     .error_code

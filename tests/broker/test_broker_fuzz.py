@@ -13,8 +13,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.producer import ProduceResponse
 
 from .conftest import Broker
-from .test_broker_server import _create, _fetch_all_values, _produce
-from .wire import Wire
+from .wire import Wire, create_topic, fetch_all_values, produce_request
 
 
 def _hostile_frames(rng: random.Random) -> list[bytes]:
@@ -46,7 +45,7 @@ def _hostile_frames(rng: random.Random) -> list[bytes]:
 def test_hostile_connections_never_hurt_a_concurrent_producer(module_broker: Broker) -> None:
     rng = random.Random(20261122)
     with Wire(module_broker.port) as admin:
-        _create(admin, "fuzz-safe")
+        create_topic(admin, "fuzz-safe")
     acked: list[int] = []
     errors: list[object] = []
     stop = threading.Event()
@@ -56,7 +55,11 @@ def test_hostile_connections_never_hurt_a_concurrent_producer(module_broker: Bro
             i = 0
             while not stop.is_set():
                 part = (
-                    w.call(_produce("fuzz-safe", 0, [f"{i:08d}".encode()]), ProduceResponse, corr=i)
+                    w.call(
+                        produce_request("fuzz-safe", 0, [f"{i:08d}".encode()]),
+                        ProduceResponse,
+                        corr=i,
+                    )
                     .responses[0]
                     .partition_responses[0]
                 )
@@ -88,4 +91,4 @@ def test_hostile_connections_never_hurt_a_concurrent_producer(module_broker: Bro
             ApiVersionsResponse,
         )
         assert resp.error_code == 0
-        assert _fetch_all_values(w, "fuzz-safe") == [f"{i:08d}".encode() for i in acked]
+        assert fetch_all_values(w, "fuzz-safe") == [f"{i:08d}".encode() for i in acked]

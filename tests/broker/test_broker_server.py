@@ -11,9 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 from kafka.protocol.consumer import (
-    FetchRequest,
     FetchResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
@@ -24,50 +22,20 @@ from kafka.protocol.metadata import (
     MetadataRequest,
     MetadataResponse,
 )
-from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.protocol.producer import ProduceResponse
 from spindle.broker.common.errors import ErrorCode
 from spindle.broker.records.batch import build_batch
 from spindle.broker.server.config import ConfigError, settings_from_properties
 
 from .conftest import Broker, Etcd, make_broker
-from .wire import Wire
-
-
-def _create(wire: Wire, name: str, partitions: int = 1) -> None:
-    req = CreateTopicsRequest[7](
-        topics=[
-            CreateTopicsRequest.CreatableTopic(
-                name=name,
-                num_partitions=partitions,
-                replication_factor=1,
-                assignments=[],
-                configs=[],
-            )
-        ],
-        timeout_ms=5000,
-        validate_only=False,
-    )
-    resp = wire.call(req, CreateTopicsResponse, corr=99)
-    assert resp.topics[0].error_code == 0, resp
-
-
-def _produce(topic: str, partition: int, values: list[bytes], acks: int = 1) -> ProduceRequest:
-    batch = build_batch(values)
-    return ProduceRequest[9](
-        transactional_id=None,
-        acks=acks,
-        timeout_ms=5000,
-        topic_data=[
-            ProduceRequest.TopicProduceData(
-                name=topic,
-                partition_data=[
-                    ProduceRequest.TopicProduceData.PartitionProduceData(
-                        index=partition, records=batch
-                    )
-                ],
-            )
-        ],
-    )
+from .wire import (
+    Wire,
+    create_topic,
+    fetch_all_values,
+    fetch_request,
+    produce_batch_request,
+    produce_request,
+)
 
 
 def test_unknown_config_key_is_refused_naming_it(tmp_path: Path) -> None:
@@ -94,12 +62,12 @@ def test_unknown_config_key_is_refused_naming_it(tmp_path: Path) -> None:
 
 def test_pipelined_requests_are_answered_in_order(module_broker: Broker) -> None:
     with Wire(module_broker.port) as wire:
-        _create(wire, "pipelined")
+        create_topic(wire, "pipelined")
         frames = b"".join(
             Wire.encode(
                 MetadataRequest[12](topics=None, allow_auto_topic_creation=False)
                 if i % 2
-                else _produce("pipelined", 0, [f"m{i}".encode()]),
+                else produce_request("pipelined", 0, [f"m{i}".encode()]),
                 corr=1000 + i,
             )
             for i in range(20)
@@ -144,33 +112,8 @@ def test_unsupported_produce_version_closes_the_connection(module_broker: Broker
 
 def test_long_poll_fetch_returns_when_data_arrives(module_broker: Broker) -> None:
     with Wire(module_broker.port) as fetcher, Wire(module_broker.port) as producer:
-        _create(producer, "longpoll")
-        req = FetchRequest[12](
-            replica_id=-1,
-            max_wait_ms=30_000,
-            min_bytes=1,
-            max_bytes=1 << 20,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[
-                FetchRequest.FetchTopic(
-                    topic="longpoll",
-                    partitions=[
-                        FetchRequest.FetchTopic.FetchPartition(
-                            partition=0,
-                            current_leader_epoch=-1,
-                            fetch_offset=0,
-                            last_fetched_epoch=-1,
-                            log_start_offset=-1,
-                            partition_max_bytes=1 << 20,
-                        )
-                    ],
-                )
-            ],
-            forgotten_topics_data=[],
-            rack_id="",
-        )
+        create_topic(producer, "longpoll")
+        req = fetch_request("longpoll", max_wait_ms=30_000, min_bytes=1)
         fetcher.send(req, corr=7)
         done = threading.Event()
         result: list[object] = []
@@ -182,7 +125,7 @@ def test_long_poll_fetch_returns_when_data_arrives(module_broker: Broker) -> Non
         t = threading.Thread(target=wait)
         t.start()
         assert not done.wait(0.5), "fetch with min_bytes=1 answered before any data existed"
-        producer.call(_produce("longpoll", 0, [b"hello"]), ProduceResponse)
+        producer.call(produce_request("longpoll", 0, [b"hello"]), ProduceResponse)
         t.join(30)
         resp = result[0]
         part = resp.responses[0].partitions[0]  # type: ignore[attr-defined]
@@ -193,9 +136,9 @@ def test_long_poll_fetch_returns_when_data_arrives(module_broker: Broker) -> Non
 
 def test_list_offsets_earliest_and_latest(module_broker: Broker) -> None:
     with Wire(module_broker.port) as wire:
-        _create(wire, "offsets")
+        create_topic(wire, "offsets")
         for i in range(3):
-            wire.call(_produce("offsets", 0, [b"a", b"b"]), ProduceResponse, corr=i)
+            wire.call(produce_request("offsets", 0, [b"a", b"b"]), ProduceResponse, corr=i)
         answers = {}
         for ts in (-2, -1):
             req = ListOffsetsRequest[7](
@@ -223,9 +166,9 @@ def test_sigterm_shuts_down_cleanly_and_data_survives_restart(tmp_path: Path, et
     broker.start()
     try:
         with Wire(broker.port) as wire:
-            _create(wire, "durable", partitions=2)
+            create_topic(wire, "durable", partitions=2)
             for p in (0, 1):
-                resp = wire.call(_produce("durable", p, [b"x" * 100] * 10), ProduceResponse)
+                resp = wire.call(produce_request("durable", p, [b"x" * 100] * 10), ProduceResponse)
                 assert resp.responses[0].partition_responses[0].error_code == 0
         assert broker.stop() == 0
         for d in broker.log_dirs:
@@ -253,53 +196,6 @@ def test_sigterm_shuts_down_cleanly_and_data_survives_restart(tmp_path: Path, et
         broker.stop()
 
 
-def _fetch_all_values(wire: Wire, topic: str, partition: int = 0) -> list[bytes]:
-    """Every record value of a partition, read with raw Fetch v12 requests from offset 0."""
-    from kafka.record import MemoryRecords
-
-    values: list[bytes] = []
-    offset = 0
-    while True:
-        req = FetchRequest[12](
-            replica_id=-1,
-            max_wait_ms=0,
-            min_bytes=0,
-            max_bytes=1 << 20,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            forgotten_topics_data=[],
-            rack_id="",
-            topics=[
-                FetchRequest.FetchTopic(
-                    topic=topic,
-                    partitions=[
-                        FetchRequest.FetchTopic.FetchPartition(
-                            partition=partition,
-                            current_leader_epoch=-1,
-                            fetch_offset=offset,
-                            last_fetched_epoch=-1,
-                            log_start_offset=-1,
-                            partition_max_bytes=1 << 20,
-                        )
-                    ],
-                )
-            ],
-        )
-        part = wire.call(req, FetchResponse).responses[0].partitions[0]
-        assert part.error_code == 0
-        records = MemoryRecords(part.records)
-        got = False
-        while records.has_next():
-            batch = records.next_batch()
-            for rec in batch:
-                values.append(rec.value)
-                offset = rec.offset + 1
-                got = True
-        if not got or offset >= part.high_watermark:
-            return values
-
-
 def test_unreachable_etcd_stops_start_up_with_a_clear_message(tmp_path: Path) -> None:
     cfg = tmp_path / "server.properties"
     cfg.write_text(
@@ -319,24 +215,10 @@ def test_unreachable_etcd_stops_start_up_with_a_clear_message(tmp_path: Path) ->
 
 def test_list_offsets_by_timestamp_finds_the_first_later_batch(module_broker: Broker) -> None:
     with Wire(module_broker.port) as wire:
-        _create(wire, "by-time")
+        create_topic(wire, "by-time")
         for i, ts in enumerate((1_000, 2_000, 3_000)):
             batch = build_batch([b"a", b"b"], timestamp_ms=ts)
-            req = ProduceRequest[9](
-                transactional_id=None,
-                acks=1,
-                timeout_ms=5000,
-                topic_data=[
-                    ProduceRequest.TopicProduceData(
-                        name="by-time",
-                        partition_data=[
-                            ProduceRequest.TopicProduceData.PartitionProduceData(
-                                index=0, records=batch
-                            )
-                        ],
-                    )
-                ],
-            )
+            req = produce_batch_request("by-time", 0, batch, acks=1)
             assert (
                 wire.call(req, ProduceResponse, corr=i)
                 .responses[0]
@@ -371,14 +253,16 @@ def test_acked_records_are_readable_after_a_crash_restart(tmp_path: Path, etcd: 
     broker.start()
     try:
         with Wire(broker.port) as wire:
-            _create(wire, "crashy")
+            create_topic(wire, "crashy")
             for i in range(10):
-                resp = wire.call(_produce("crashy", 0, [f"r{i}".encode()]), ProduceResponse, corr=i)
+                resp = wire.call(
+                    produce_request("crashy", 0, [f"r{i}".encode()]), ProduceResponse, corr=i
+                )
                 assert resp.responses[0].partition_responses[0].error_code == 0
         broker.kill()  # SIGKILL: no clean shutdown, checkpoints may lag
         broker.start()
         with Wire(broker.port) as wire:
-            assert _fetch_all_values(wire, "crashy") == [f"r{i}".encode() for i in range(10)]
+            assert fetch_all_values(wire, "crashy") == [f"r{i}".encode() for i in range(10)]
     finally:
         broker.stop()
 
@@ -410,7 +294,7 @@ def test_missing_replica_is_recreated_in_the_directory_the_metadata_assigns(
             )
             wire.call(req, AlterReplicaLogDirsResponse)
             for n in ("c1", "c2", "c3"):
-                _create(wire, n)
+                create_topic(wire, n)
         assert {"c1-0", "c2-0", "c3-0"} <= set(os.listdir(crowded))
         broker.stop()
         shutil.rmtree(os.path.join(crowded, "c1-0"))
@@ -428,7 +312,7 @@ def test_idempotent_duplicates_are_dropped_across_a_restart(tmp_path: Path, etcd
     broker.start()
     try:
         with Wire(broker.port) as wire:
-            _create(wire, "idem")
+            create_topic(wire, "idem")
             init = wire.call(
                 InitProducerIdRequest[4](
                     transactional_id=None,
@@ -444,21 +328,7 @@ def test_idempotent_duplicates_are_dropped_across_a_restart(tmp_path: Path, etcd
             batch = build_batch(
                 [b"a", b"b"], producer_id=pid, producer_epoch=epoch, base_sequence=seq
             )
-            req = ProduceRequest[9](
-                transactional_id=None,
-                acks=-1,
-                timeout_ms=5000,
-                topic_data=[
-                    ProduceRequest.TopicProduceData(
-                        name="idem",
-                        partition_data=[
-                            ProduceRequest.TopicProduceData.PartitionProduceData(
-                                index=0, records=batch
-                            )
-                        ],
-                    )
-                ],
-            )
+            req = produce_batch_request("idem", 0, batch, acks=-1)
             part = wire.call(req, ProduceResponse).responses[0].partition_responses[0]
             return part.error_code, part.base_offset
 
@@ -471,6 +341,6 @@ def test_idempotent_duplicates_are_dropped_across_a_restart(tmp_path: Path, etcd
             assert produce(wire, 2) == (0, 2)  # the retry of an acked batch: not written again
             assert produce(wire, 9)[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
             assert produce(wire, 4) == (0, 4)
-            assert _fetch_all_values(wire, "idem") == [b"a", b"b"] * 3
+            assert fetch_all_values(wire, "idem") == [b"a", b"b"] * 3
     finally:
         broker.stop()

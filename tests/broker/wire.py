@@ -6,6 +6,12 @@ import socket
 import struct
 from typing import Any
 
+from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.consumer import FetchRequest, FetchResponse
+from kafka.protocol.producer import ProduceRequest
+from kafka.record import MemoryRecords
+from spindle.broker.records.batch import build_batch
+
 
 class Wire:
     def __init__(self, port: int, timeout: float = 30.0) -> None:
@@ -70,8 +76,6 @@ def fetch_request(
     min_bytes: int = 0,
 ) -> Any:
     """A consumer's Fetch v12 for one partition."""
-    from kafka.protocol.consumer import FetchRequest
-
     return FetchRequest[12](
         replica_id=-1,
         max_wait_ms=max_wait_ms,
@@ -102,9 +106,11 @@ def fetch_request(
 
 def produce_request(topic: str, partition: int, values: list[bytes], acks: int = 1) -> Any:
     """A Produce v9 of one batch of ``values``."""
-    from kafka.protocol.producer import ProduceRequest
-    from spindle.broker.records.batch import build_batch
+    return produce_batch_request(topic, partition, build_batch(values), acks)
 
+
+def produce_batch_request(topic: str, partition: int, batch: bytes, acks: int = 1) -> Any:
+    """A Produce v9 of one ready-made record batch (own timestamps, producer ids, ...)."""
     return ProduceRequest[9](
         transactional_id=None,
         acks=acks,
@@ -114,7 +120,7 @@ def produce_request(topic: str, partition: int, values: list[bytes], acks: int =
                 name=topic,
                 partition_data=[
                     ProduceRequest.TopicProduceData.PartitionProduceData(
-                        index=partition, records=build_batch(values)
+                        index=partition, records=batch
                     )
                 ],
             )
@@ -124,8 +130,6 @@ def produce_request(topic: str, partition: int, values: list[bytes], acks: int =
 
 def create_topic(wire: Wire, name: str, partitions: int = 1) -> None:
     """CreateTopics v7 with replication factor 1; fails the test unless it succeeded."""
-    from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
-
     req = CreateTopicsRequest[7](
         topics=[
             CreateTopicsRequest.CreatableTopic(
@@ -141,3 +145,23 @@ def create_topic(wire: Wire, name: str, partitions: int = 1) -> None:
     )
     resp = wire.call(req, CreateTopicsResponse, corr=99)
     assert resp.topics[0].error_code == 0, resp
+
+
+def fetch_all_values(wire: Wire, topic: str, partition: int = 0) -> list[bytes]:
+    """Every record value of a partition, read with raw Fetch v12 requests from offset 0."""
+    values: list[bytes] = []
+    offset = 0
+    while True:
+        req = fetch_request(topic, offset, partition=partition)
+        part = wire.call(req, FetchResponse).responses[0].partitions[0]
+        assert part.error_code == 0
+        records = MemoryRecords(part.records)
+        got = False
+        while records.has_next():
+            batch = records.next_batch()
+            for rec in batch:
+                values.append(rec.value)
+                offset = rec.offset + 1
+                got = True
+        if not got or offset >= part.high_watermark:
+            return values
