@@ -13,8 +13,6 @@ from pathlib import Path
 import pytest
 from kafka.protocol.consumer import (
     FetchResponse,
-    ListOffsetsRequest,
-    ListOffsetsResponse,
 )
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
@@ -33,6 +31,7 @@ from .wire import (
     create_topic,
     fetch_all_values,
     fetch_request,
+    list_offsets,
     produce_batch_request,
     produce_request,
 )
@@ -141,21 +140,7 @@ def test_list_offsets_earliest_and_latest(module_broker: Broker) -> None:
             wire.call(produce_request("offsets", 0, [b"a", b"b"]), ProduceResponse, corr=i)
         answers = {}
         for ts in (-2, -1):
-            req = ListOffsetsRequest[7](
-                replica_id=-1,
-                isolation_level=0,
-                topics=[
-                    ListOffsetsRequest.ListOffsetsTopic(
-                        name="offsets",
-                        partitions=[
-                            ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
-                                partition_index=0, current_leader_epoch=-1, timestamp=ts
-                            )
-                        ],
-                    )
-                ],
-            )
-            part = wire.call(req, ListOffsetsResponse).topics[0].partitions[0]
+            (part,) = list_offsets(wire, "offsets", ts)
             assert part.error_code == 0
             answers[ts] = part.offset
         assert answers == {-2: 0, -1: 6}
@@ -175,22 +160,7 @@ def test_sigterm_shuts_down_cleanly_and_data_survives_restart(tmp_path: Path, et
             assert os.path.exists(os.path.join(d, ".kafka_cleanshutdown")), d
         broker.start()
         with Wire(broker.port) as wire:
-            req = ListOffsetsRequest[7](
-                replica_id=-1,
-                isolation_level=0,
-                topics=[
-                    ListOffsetsRequest.ListOffsetsTopic(
-                        name="durable",
-                        partitions=[
-                            ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
-                                partition_index=p, current_leader_epoch=-1, timestamp=-1
-                            )
-                            for p in (0, 1)
-                        ],
-                    )
-                ],
-            )
-            parts = wire.call(req, ListOffsetsResponse).topics[0].partitions
+            parts = list_offsets(wire, "durable", -1, partitions=(0, 1))
             assert [p.offset for p in parts] == [10, 10]
     finally:
         broker.stop()
@@ -228,21 +198,7 @@ def test_list_offsets_by_timestamp_finds_the_first_later_batch(module_broker: Br
             )
         found = {}
         for ts in (0, 1_500, 3_000, 9_999):
-            req = ListOffsetsRequest[7](
-                replica_id=-1,
-                isolation_level=0,
-                topics=[
-                    ListOffsetsRequest.ListOffsetsTopic(
-                        name="by-time",
-                        partitions=[
-                            ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
-                                partition_index=0, current_leader_epoch=-1, timestamp=ts
-                            )
-                        ],
-                    )
-                ],
-            )
-            part = wire.call(req, ListOffsetsResponse).topics[0].partitions[0]
+            (part,) = list_offsets(wire, "by-time", ts)
             assert part.error_code == 0
             found[ts] = part.offset
         assert found == {0: 0, 1_500: 2, 3_000: 4, 9_999: -1}

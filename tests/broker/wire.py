@@ -7,7 +7,12 @@ import struct
 from typing import Any
 
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
-from kafka.protocol.consumer import FetchRequest, FetchResponse
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+)
 from kafka.protocol.producer import ProduceRequest
 from kafka.record import MemoryRecords
 from spindle.broker.records.batch import build_batch
@@ -165,3 +170,25 @@ def fetch_all_values(wire: Wire, topic: str, partition: int = 0) -> list[bytes]:
                 got = True
         if not got or offset >= part.high_watermark:
             return values
+
+
+def list_offsets(
+    wire: Wire, topic: str, timestamp: int, partitions: tuple[int, ...] = (0,)
+) -> list[Any]:
+    """ListOffsets v7 answers (one per partition) for ``timestamp`` (-2 earliest, -1 latest)."""
+    req = ListOffsetsRequest[7](
+        replica_id=-1,
+        isolation_level=0,
+        topics=[
+            ListOffsetsRequest.ListOffsetsTopic(
+                name=topic,
+                partitions=[
+                    ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                        partition_index=p, current_leader_epoch=-1, timestamp=timestamp
+                    )
+                    for p in partitions
+                ],
+            )
+        ],
+    )
+    return list(wire.call(req, ListOffsetsResponse).topics[0].partitions)
