@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ from spindle.broker.controller.model import LOST_DIR, UNASSIGNED_DIR
 from spindle.broker.controller.store import MetadataStore
 
 from .conftest import Broker, Etcd, free_port, make_broker
-from .wire import Wire, create_topic, fetch_request, produce_request
+from .wire import TaggedProducer, Wire, create_topic, fetch_request, produce_request
 
 pytestmark = [
     pytest.mark.root,
@@ -106,33 +105,9 @@ def test_failed_dir_answers_storage_error_while_the_other_keeps_serving(
                     == 0
                 )
 
-                acked: list[int] = []
-                errors: list[object] = []
-                stop = threading.Event()
-
-                def produce() -> None:
-                    with Wire(broker.port) as w:
-                        i = 0
-                        while not stop.is_set() or len(acked) < 300:
-                            part = (
-                                w.call(
-                                    produce_request("healthy", 0, [f"{i:08d}".encode()]),
-                                    ProduceResponse,
-                                    corr=i,
-                                )
-                                .responses[0]
-                                .partition_responses[0]
-                            )
-                            if part.error_code:
-                                errors.append(part.error_code)
-                                return
-                            acked.append(i)
-                            i += 1
-
-                thread = threading.Thread(target=produce)
-                thread.start()
-                while len(acked) < 100:
-                    thread.join(0.05)
+                producer = TaggedProducer(broker.port, "healthy", min_acked=300)
+                producer.start()
+                producer.wait_acked(100)
                 subprocess.run(["mount", "-o", "remount,ro", failed_dir], check=True)
                 try:
                     codes = [
@@ -162,9 +137,8 @@ def test_failed_dir_answers_storage_error_while_the_other_keeps_serving(
                     offline = {t.name: t.partitions[0].offline_replicas for t in meta.topics}
                     assert offline == {"healthy": [], "victim": [broker.node_id]}
                 finally:
-                    stop.set()
-                    thread.join(60)
-                assert not errors, errors
+                    producer.stop()
+                assert not producer.errors, producer.errors
                 consumer = KafkaConsumer(
                     bootstrap_servers=broker.bootstrap,
                     enable_auto_commit=False,
@@ -176,10 +150,10 @@ def test_failed_dir_answers_storage_error_while_the_other_keeps_serving(
                 got = []
                 for msg in consumer:
                     got.append(int(msg.value))
-                    if len(got) >= len(acked):
+                    if len(got) >= len(producer.acked):
                         break
                 consumer.close()
-                assert got == acked
+                assert got == producer.acked
             assert "offline" in broker.log_text().lower()
             # The controller's metadata learns that the victim's replica directory is lost.
             deadline = time.monotonic() + 30

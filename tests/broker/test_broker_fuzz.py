@@ -7,13 +7,11 @@ from __future__ import annotations
 import random
 import socket
 import struct
-import threading
 
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
-from kafka.protocol.producer import ProduceResponse
 
 from .conftest import Broker
-from .wire import Wire, create_topic, fetch_all_values, produce_request
+from .wire import TaggedProducer, Wire, create_topic, fetch_all_values
 
 
 def _hostile_frames(rng: random.Random) -> list[bytes]:
@@ -46,31 +44,8 @@ def test_hostile_connections_never_hurt_a_concurrent_producer(module_broker: Bro
     rng = random.Random(20261122)
     with Wire(module_broker.port) as admin:
         create_topic(admin, "fuzz-safe")
-    acked: list[int] = []
-    errors: list[object] = []
-    stop = threading.Event()
-
-    def produce() -> None:
-        with Wire(module_broker.port) as w:
-            i = 0
-            while not stop.is_set():
-                part = (
-                    w.call(
-                        produce_request("fuzz-safe", 0, [f"{i:08d}".encode()]),
-                        ProduceResponse,
-                        corr=i,
-                    )
-                    .responses[0]
-                    .partition_responses[0]
-                )
-                if part.error_code:
-                    errors.append(part.error_code)
-                    return
-                acked.append(i)
-                i += 1
-
-    thread = threading.Thread(target=produce)
-    thread.start()
+    producer = TaggedProducer(module_broker.port, "fuzz-safe")
+    producer.start()
     try:
         for frame in _hostile_frames(rng):
             with socket.create_connection(("127.0.0.1", module_broker.port), timeout=30) as s:
@@ -80,9 +55,8 @@ def test_hostile_connections_never_hurt_a_concurrent_producer(module_broker: Bro
                 while s.recv(65536):
                     pass
     finally:
-        stop.set()
-        thread.join(60)
-    assert not errors, errors
+        producer.stop()
+    assert not producer.errors, producer.errors
     assert module_broker.proc is not None
     assert module_broker.proc.poll() is None, "broker died"
     with Wire(module_broker.port) as w:
@@ -91,4 +65,4 @@ def test_hostile_connections_never_hurt_a_concurrent_producer(module_broker: Bro
             ApiVersionsResponse,
         )
         assert resp.error_code == 0
-        assert fetch_all_values(w, "fuzz-safe") == [f"{i:08d}".encode() for i in acked]
+        assert fetch_all_values(w, "fuzz-safe") == [f"{i:08d}".encode() for i in producer.acked]

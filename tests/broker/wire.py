@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import threading
 from typing import Any
 
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
@@ -13,7 +14,7 @@ from kafka.protocol.consumer import (
     ListOffsetsRequest,
     ListOffsetsResponse,
 )
-from kafka.protocol.producer import ProduceRequest
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.record import MemoryRecords
 from spindle.broker.records.batch import build_batch
 
@@ -192,3 +193,41 @@ def list_offsets(
         ],
     )
     return list(wire.call(req, ListOffsetsResponse).topics[0].partitions)
+
+
+class TaggedProducer:
+    """A thread producing ``f"{i:08d}"`` values, one a request, on its own connection until
+    stopped (and ``min_acked`` were acknowledged); the first error code ends it. ``acked`` lists
+    the acknowledged ``i`` in order, ``errors`` the error code that stopped it."""
+
+    def __init__(self, port: int, topic: str, *, min_acked: int = 0) -> None:
+        self.port = port
+        self.topic = topic
+        self.min_acked = min_acked
+        self.acked: list[int] = []
+        self.errors: list[object] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wait_acked(self, count: int) -> None:
+        while len(self.acked) < count and self._thread.is_alive():
+            self._thread.join(0.05)
+
+    def stop(self, timeout: float = 60) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        with Wire(self.port) as w:
+            i = 0
+            while not self._stop.is_set() or len(self.acked) < self.min_acked:
+                req = produce_request(self.topic, 0, [f"{i:08d}".encode()])
+                part = w.call(req, ProduceResponse, corr=i).responses[0].partition_responses[0]
+                if part.error_code:
+                    self.errors.append(part.error_code)
+                    return
+                self.acked.append(i)
+                i += 1
