@@ -743,6 +743,26 @@ class KafkaApis:
             )
         return out
 
+    def _config_resource(self, ctx: RequestContext, op: Operation, r: Any) -> int:
+        """The type of a DescribeConfigs/IncrementalAlterConfigs resource once ``op`` on it is
+        allowed: a topic, or this broker (``""`` = the cluster default); else KafkaError."""
+        if r.resource_type == RESOURCE_TOPIC:
+            if not self._allowed(ctx, op, ResourceType.TOPIC, r.resource_name):
+                raise KafkaError("not allowed", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        elif r.resource_type == RESOURCE_BROKER:
+            if not self._allowed(ctx, op, ResourceType.CLUSTER, CLUSTER_NAME):
+                raise KafkaError("not allowed", ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+            if r.resource_name not in ("", str(self.node_id)):
+                raise KafkaError(
+                    f"broker {r.resource_name} is not this broker ({self.node_id})",
+                    ErrorCode.INVALID_REQUEST,
+                )
+        else:
+            raise KafkaError(
+                f"resource type {r.resource_type} is not served", ErrorCode.INVALID_REQUEST
+            )
+        return int(r.resource_type)
+
     async def describe_configs(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         results = []
         for r in req.body.resources:
@@ -755,11 +775,7 @@ class KafkaApis:
                 "configs": [],
             }
             try:
-                if r.resource_type == RESOURCE_TOPIC:
-                    if not self._allowed(
-                        ctx, Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, r.resource_name
-                    ):
-                        raise KafkaError("not allowed", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                if self._config_resource(ctx, Operation.DESCRIBE_CONFIGS, r) == RESOURCE_TOPIC:
                     topic = self._topics.get(r.resource_name)
                     if topic is None:
                         raise KafkaError(
@@ -781,21 +797,8 @@ class KafkaApis:
                         for k, v in sorted(topic.configs.items())
                         if keys is None or k in keys
                     ]
-                elif r.resource_type == RESOURCE_BROKER:
-                    if not self._allowed(
-                        ctx, Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME
-                    ):
-                        raise KafkaError("not allowed", ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-                    if r.resource_name not in ("", str(self.node_id)):
-                        raise KafkaError(
-                            f"broker {r.resource_name} is not this broker ({self.node_id})",
-                            ErrorCode.INVALID_REQUEST,
-                        )
-                    res["configs"] = self._broker_config_entries(r.resource_name, keys)
                 else:
-                    raise KafkaError(
-                        f"resource type {r.resource_type} is not served", ErrorCode.INVALID_REQUEST
-                    )
+                    res["configs"] = self._broker_config_entries(r.resource_name, keys)
             except Exception as exc:
                 res["error_code"], res["error_message"] = _err(exc)
             results.append(res)
@@ -813,33 +816,16 @@ class KafkaApis:
             }
             changes = [ConfigChange(c.name, c.config_operation, c.value) for c in r.configs]
             try:
-                if r.resource_type == RESOURCE_TOPIC:
-                    if not self._allowed(
-                        ctx, Operation.ALTER_CONFIGS, ResourceType.TOPIC, r.resource_name
-                    ):
-                        raise KafkaError("not allowed", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                if self._config_resource(ctx, Operation.ALTER_CONFIGS, r) == RESOURCE_TOPIC:
                     await self.controller.alter_topic_configs(
                         r.resource_name, changes, validate_only=bool(body.validate_only)
                     )
-                elif r.resource_type == RESOURCE_BROKER:
-                    if not self._allowed(
-                        ctx, Operation.ALTER_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME
-                    ):
-                        raise KafkaError("not allowed", ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-                    if r.resource_name not in ("", str(self.node_id)):
-                        raise KafkaError(
-                            f"broker {r.resource_name} is not this broker ({self.node_id})",
-                            ErrorCode.INVALID_REQUEST,
-                        )
+                else:
                     await self.controller.alter_broker_configs(
                         r.resource_name, changes, validate_only=bool(body.validate_only)
                     )
                     if not body.validate_only:
                         self.apply_dynamic_broker_configs()
-                else:
-                    raise KafkaError(
-                        f"resource type {r.resource_type} is not served", ErrorCode.INVALID_REQUEST
-                    )
             except Exception as exc:
                 res["error_code"], res["error_message"] = _err(exc)
             out.append(res)
