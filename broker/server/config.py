@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from spindle.broker.common.settings import KafkaSettings
 from spindle.broker.storage.settings import StorageSettings
 
 
@@ -48,38 +49,28 @@ def parse_listeners(value: str) -> list[Listener]:
     return out
 
 
-class BrokerSettings(BaseModel):
+class BrokerSettings(KafkaSettings):
     """The broker's settings other than storage (Kafka's names and defaults unless noted)."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
-
-    node_id: int = Field(alias="node.id", ge=0, description="This broker's id.")
+    node_id: int = Field(ge=0, description="This broker's id.")
     listeners: str = Field(
         "PLAINTEXT://127.0.0.1:9092",
-        alias="listeners",
         description="Where to accept connections; port 0 picks a free port.",
     )
     advertised_listeners: str | None = Field(
         None,
-        alias="advertised.listeners",
         description="What clients are told to connect to; default = listeners.",
     )
-    broker_rack: str | None = Field(None, alias="broker.rack", description="Rack of this broker.")
+    broker_rack: str | None = Field(None, description="Rack of this broker.")
     socket_request_max_bytes: int = Field(
         104_857_600,
-        alias="socket.request.max.bytes",
         ge=64,
         description="Largest request frame accepted; a larger one closes the connection.",
     )
-    num_partitions: int = Field(
-        1, alias="num.partitions", ge=1, description="Partitions of auto-created topics."
-    )
-    default_replication_factor: int = Field(
-        1, alias="default.replication.factor", ge=1, description="RF of auto-created topics."
-    )
+    num_partitions: int = Field(1, ge=1, description="Partitions of auto-created topics.")
+    default_replication_factor: int = Field(1, ge=1, description="RF of auto-created topics.")
     auto_create_topics_enable: bool = Field(
         True,
-        alias="auto.create.topics.enable",
         description="Create a topic when Metadata asks for an unknown one and allows it.",
     )
     etcd_endpoints: str = Field(
@@ -94,7 +85,6 @@ class BrokerSettings(BaseModel):
     )
     cluster_id: str | None = Field(
         None,
-        alias="cluster.id",
         description="Expected cluster id; the first broker of a new cluster creates one if unset.",
     )
     metrics_listener: str | None = Field(

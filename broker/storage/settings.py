@@ -1,7 +1,7 @@
 """Storage settings under Kafka's names, validated once at start-up.
 
-Field names are Python identifiers; the aliases are Kafka's config keys, so a broker config file
-written for Kafka maps onto this model unchanged. Unknown keys are refused rather than ignored:
+Field names are Kafka's config keys with underscores for dots (``KafkaSettings`` derives the
+keys), so a broker config file written for Kafka maps onto this model unchanged. Unknown keys are refused rather than ignored:
 a misspelt ``log.retention.ms`` silently keeping data forever is worse than a start-up error.
 """
 
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator
+from spindle.broker.common.settings import KafkaSettings
 
 
 def _split_dirs(value: Any) -> Any:
@@ -19,77 +20,58 @@ def _split_dirs(value: Any) -> Any:
     return value
 
 
-class StorageSettings(BaseModel):
+class StorageSettings(KafkaSettings):
     """Every setting of the storage engine (Kafka's defaults unless noted)."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
-
     log_dirs: Annotated[list[str], BeforeValidator(_split_dirs)] = Field(
-        alias="log.dirs", min_length=1, description="Absolute paths of the log directories (JBOD)."
+        min_length=1, description="Absolute paths of the log directories (JBOD)."
     )
     log_segment_bytes: int = Field(
         1 << 30,
-        alias="log.segment.bytes",
         ge=14,
         le=(1 << 31) - 1,
         description="Roll a segment at this size (index positions are 32-bit, as in Kafka).",
     )
-    log_roll_ms: int = Field(
-        7 * 24 * 3600 * 1000, alias="log.roll.ms", ge=1, description="Roll a segment at this age."
-    )
-    log_retention_bytes: int = Field(
-        -1, alias="log.retention.bytes", description="Per-partition size limit; -1 = none."
-    )
+    log_roll_ms: int = Field(7 * 24 * 3600 * 1000, ge=1, description="Roll a segment at this age.")
+    log_retention_bytes: int = Field(-1, description="Per-partition size limit; -1 = none.")
     log_retention_ms: int = Field(
         7 * 24 * 3600 * 1000,
-        alias="log.retention.ms",
         description="Delete segments whose newest record is older than this; -1 = keep forever.",
     )
-    log_retention_check_interval_ms: int = Field(
-        300_000, alias="log.retention.check.interval.ms", ge=1, description="Retention period."
-    )
-    log_index_interval_bytes: int = Field(
-        4096, alias="log.index.interval.bytes", ge=0, description="Bytes between index entries."
-    )
+    log_retention_check_interval_ms: int = Field(300_000, ge=1, description="Retention period.")
+    log_index_interval_bytes: int = Field(4096, ge=0, description="Bytes between index entries.")
     log_flush_offset_checkpoint_interval_ms: int = Field(
         60_000,
-        alias="log.flush.offset.checkpoint.interval.ms",
         ge=1,
         description="How often recovery points are flushed and checkpointed.",
     )
     log_flush_start_offset_checkpoint_interval_ms: int = Field(
         60_000,
-        alias="log.flush.start.offset.checkpoint.interval.ms",
         ge=1,
         description="How often log start offsets are checkpointed.",
     )
     replica_high_watermark_checkpoint_interval_ms: int = Field(
         5_000,
-        alias="replica.high.watermark.checkpoint.interval.ms",
         ge=1,
         description="How often high watermarks are checkpointed.",
     )
     file_delete_delay_ms: int = Field(
         60_000,
-        alias="file.delete.delay.ms",
         ge=0,
         description="Delay before a -delete directory is removed from disk.",
     )
     num_replica_alter_log_dirs_threads: int | None = Field(
         None,
-        alias="num.replica.alter.log.dirs.threads",
         ge=1,
         description="Replica mover threads; None = number of log directories (Kafka's default).",
     )
     replica_alter_log_dirs_io_max_bytes_per_second: int = Field(
         (1 << 63) - 1,
-        alias="replica.alter.log.dirs.io.max.bytes.per.second",
         ge=1,
         description="Global copy throttle for all movers together (dynamic).",
     )
     message_max_bytes: int = Field(
         1_048_588,
-        alias="message.max.bytes",
         ge=0,
         description="Largest record batch accepted by append (MESSAGE_TOO_LARGE above).",
     )
