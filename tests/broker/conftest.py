@@ -6,6 +6,7 @@ library's import-time DeprecationWarning silenced (pytest turns warnings into er
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -21,6 +22,8 @@ from pathlib import Path
 
 import pytest
 import spindle.broker.protocol.apis  # noqa: F401  (import order matters, see docstring)
+from spindle.broker.controller.etcd import EtcdClient
+from spindle.broker.controller.store import MetadataStore
 
 CACHE_BIN = Path(os.environ.get("SPINDLE_CACHE", Path.home() / ".cache" / "spindle")) / "bin"
 
@@ -125,6 +128,20 @@ class Broker:
                 self.kill()
                 pytest.fail(f"broker did not start:\n{self.log_text()[-4000:]}")
             time.sleep(0.05)
+
+    def metadata_dirs(self, topic: str, partition: int = 0) -> list[str]:
+        """The directory ids the controller's metadata in etcd records for a partition."""
+
+        async def read() -> list[str]:
+            client = EtcdClient([self.etcd_url])
+            try:
+                store = MetadataStore(client, prefix=self.etcd_prefix)
+                await store.load()
+                return store.topics[topic].partitions[partition].directories
+            finally:
+                await client.close()
+
+        return asyncio.run(read())
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")

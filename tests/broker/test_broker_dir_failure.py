@@ -4,7 +4,6 @@ KAFKA_STORAGE_ERROR, and DescribeLogDirs reports the directory offline."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import time
@@ -20,11 +19,9 @@ from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceResponse
 from spindle.broker.common.errors import ErrorCode
-from spindle.broker.controller.etcd import EtcdClient
 from spindle.broker.controller.model import LOST_DIR, UNASSIGNED_DIR
-from spindle.broker.controller.store import MetadataStore
 
-from .conftest import Broker, Etcd, free_port, make_broker
+from .conftest import Etcd, free_port, make_broker
 from .wire import TaggedProducer, Wire, create_topic, fetch_request, produce_request
 
 pytestmark = [
@@ -62,19 +59,6 @@ def _fetch(wire: Wire, topic: str) -> int:
 def _get(port: int, path: str) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as resp:
         return str(resp.read().decode())
-
-
-def _directories(broker: Broker, topic: str) -> list[str]:
-    async def read() -> list[str]:
-        client = EtcdClient([broker.etcd_url])
-        try:
-            store = MetadataStore(client, prefix=broker.etcd_prefix)
-            await store.load()
-            return store.topics[topic].partitions[0].directories
-        finally:
-            await client.close()
-
-    return asyncio.run(read())
 
 
 def test_failed_dir_answers_storage_error_while_the_other_keeps_serving(
@@ -157,10 +141,10 @@ def test_failed_dir_answers_storage_error_while_the_other_keeps_serving(
             assert "offline" in broker.log_text().lower()
             # The controller's metadata learns that the victim's replica directory is lost.
             deadline = time.monotonic() + 30
-            while _directories(broker, "victim") != [LOST_DIR]:
-                assert time.monotonic() < deadline, _directories(broker, "victim")
+            while broker.metadata_dirs("victim") != [LOST_DIR]:
+                assert time.monotonic() < deadline, broker.metadata_dirs("victim")
                 time.sleep(0.2)
-            assert _directories(broker, "healthy") not in ([LOST_DIR], [UNASSIGNED_DIR])
+            assert broker.metadata_dirs("healthy") not in ([LOST_DIR], [UNASSIGNED_DIR])
         finally:
             broker.stop()
             subprocess.run(["mount", "-o", "remount,rw", dir_b], check=False)

@@ -5,7 +5,6 @@ config and DescribeCluster."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 import uuid
@@ -15,8 +14,6 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 from kafka.structs import TopicPartitionReplica
-from spindle.broker.controller.etcd import EtcdClient
-from spindle.broker.controller.store import MetadataStore
 
 from .conftest import Broker
 
@@ -124,22 +121,9 @@ def test_move_while_producing_keeps_every_message_once_in_order(
         if line.startswith("directory.id=")
     )
     deadline = time.monotonic() + 30
-    while _metadata_dirs(module_broker, topic) != [dest_id]:
-        assert time.monotonic() < deadline, _metadata_dirs(module_broker, topic)
+    while module_broker.metadata_dirs(topic) != [dest_id]:
+        assert time.monotonic() < deadline, module_broker.metadata_dirs(topic)
         time.sleep(0.2)
-
-
-def _metadata_dirs(broker: Broker, topic: str) -> list[str]:
-    async def read() -> list[str]:
-        client = EtcdClient([broker.etcd_url])
-        try:
-            store = MetadataStore(client, prefix=broker.etcd_prefix)
-            await store.load()
-            return store.topics[topic].partitions[0].directories
-        finally:
-            await client.close()
-
-    return asyncio.run(read())
 
 
 def test_alter_replica_log_dirs_error_table(admin, module_broker: Broker) -> None:  # type: ignore[no-untyped-def]
