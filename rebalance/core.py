@@ -188,8 +188,9 @@ class Planner:
 
     # ----------------------------------------------------------------- destinations
 
-    def _cross_mask(self, r: int) -> np.ndarray:
-        """Directories on other brokers that may take replica r under the hard rules."""
+    def _cross_mask(self, r: int, *, capacity: bool = True) -> np.ndarray:
+        """Directories on other brokers that may take replica r under the hard rules
+        (``capacity=False``: all but the capacity threshold)."""
         p = self._rep_part[r]
         lo, hi = self._part_start[p], self._part_start[p + 1]
         members = self.cur_b[lo:hi]
@@ -209,7 +210,8 @@ class Planner:
                 self._bad_rack[full] = True
                 ok &= ~self._bad_rack[self.dir_rack]
                 self._bad_rack[full] = False
-        ok &= self.dir_load <= self.hard - self.size_f[r]
+        if capacity:
+            ok &= self.dir_load <= self.hard - self.size_f[r]
         return ok
 
     def _may_join(self, r: int, b: int) -> bool:
@@ -357,6 +359,8 @@ class Planner:
                 target = self.dest_cross(r, strict=False)
             if target < 0 and not self.s.must_leave_broker[d0] and self.s.intra_ok[b0]:
                 target = self.dest_intra(r, strict=False)
+            if target < 0 and self.s.mode == "full":
+                target = self.make_room_for(r)
             if target < 0:
                 self.hard_failures.append(
                     f"{self._name(r)} on broker {self.c.broker_ids[b0]} dir "
@@ -553,8 +557,49 @@ class Planner:
                         lambda r: self.dest_cross(r, strict=False),
                         floor_room=float(self.dir_load[d]),
                     )
+                if r < 0 and self.s.mode == "full":
+                    r = self.shed(d, need, self.make_room_for, floor_room=float(self.dir_load[d]))
                 if r < 0:
                     break
+
+    def make_room_for(self, r: int) -> int:
+        """Last resort before refusing a plan: a directory that r may join except for room is
+        made room in by moving up to three of its own replicas elsewhere (one step of a chain),
+        then returned as r's destination; -1 if none works. Used only in full mode (the other
+        modes promise to move nothing else) and only where the plan would otherwise fail a
+        hard goal, so the extra moves buy a feasible plan."""
+        s = self.size_f[r]
+        mask = self._cross_mask(r, capacity=False) & (self.hard >= s)
+        cand = np.flatnonzero(mask)
+        if len(cand) == 0:
+            return -1
+        short = self.dir_load[cand] + s - self.hard[cand]
+        for d in cand[np.argsort(short, kind="stable")][:8].tolist():
+            for _ in range(3):
+                need = float(self.dir_load[d] + s - self.hard[d])
+                if need <= 0:
+                    break
+                b = int(self.dir_b[d])
+                q = -1
+                if self.s.intra_ok[b]:
+                    q = self.shed(
+                        d,
+                        need,
+                        lambda q: self.dest_intra(q, strict=False),
+                        floor_room=float(self.dir_load[d]),
+                    )
+                if q < 0:
+                    q = self.shed(
+                        d,
+                        need,
+                        lambda q: self.dest_cross(q, strict=False),
+                        floor_room=float(self.dir_load[d]),
+                    )
+                if q < 0:
+                    break
+            if self.dir_load[d] + s <= self.hard[d] and self._cross_mask(r)[d]:
+                return int(d)
+        return -1
 
     def _relieve_across(self, b: int) -> None:
         """A broker that cannot move replicas between its own disks (an Offline dir makes
