@@ -11,15 +11,13 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CkTP
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kafka.protocol.producer import (
-    InitProducerIdRequest,
-    InitProducerIdResponse,
     ProduceResponse,
 )
 from spindle.broker.common.errors import ErrorCode
 from spindle.broker.records.batch import build_batch
 
 from .conftest import Broker
-from .wire import Wire, produce_batch_request
+from .wire import Wire, init_producer_id, produce_batch_request
 
 
 def _name(prefix: str) -> str:
@@ -133,15 +131,7 @@ def test_idempotent_sequences_drop_duplicates_and_refuse_gaps(module_broker: Bro
     topic = _name("seq")
     _ck_create(module_broker.bootstrap, topic, 1)
     with Wire(module_broker.port) as wire:
-        init = wire.call(
-            InitProducerIdRequest[4](
-                transactional_id=None,
-                transaction_timeout_ms=60000,
-                producer_id=-1,
-                producer_epoch=-1,
-            ),
-            InitProducerIdResponse,
-        )
+        init = init_producer_id(wire)
         assert init.error_code == 0
         pid, epoch = init.producer_id, init.producer_epoch
 

@@ -31,6 +31,7 @@ from .wire import (
     create_topic,
     fetch_all_values,
     fetch_request,
+    init_producer_id,
     list_offsets,
     produce_batch_request,
     produce_request,
@@ -262,22 +263,13 @@ def test_missing_replica_is_recreated_in_the_directory_the_metadata_assigns(
 
 
 def test_idempotent_duplicates_are_dropped_across_a_restart(tmp_path: Path, etcd: Etcd) -> None:
-    from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 
     broker = make_broker(tmp_path, etcd, dirs=1)
     broker.start()
     try:
         with Wire(broker.port) as wire:
             create_topic(wire, "idem")
-            init = wire.call(
-                InitProducerIdRequest[4](
-                    transactional_id=None,
-                    transaction_timeout_ms=60000,
-                    producer_id=-1,
-                    producer_epoch=-1,
-                ),
-                InitProducerIdResponse,
-            )
+            init = init_producer_id(wire)
         pid, epoch = init.producer_id, init.producer_epoch
 
         def produce(wire: Wire, seq: int) -> tuple[int, int]:

@@ -14,7 +14,12 @@ from kafka.protocol.consumer import (
     ListOffsetsRequest,
     ListOffsetsResponse,
 )
-from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.protocol.producer import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
 from kafka.record import MemoryRecords
 from spindle.broker.records.batch import build_batch
 
@@ -231,3 +236,11 @@ class TaggedProducer:
                     return
                 self.acked.append(i)
                 i += 1
+
+
+def init_producer_id(wire: Wire) -> Any:
+    """InitProducerId v4 for a new idempotent (non-transactional) producer."""
+    req = InitProducerIdRequest[4](
+        transactional_id=None, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1
+    )
+    return wire.call(req, InitProducerIdResponse)
