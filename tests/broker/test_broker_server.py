@@ -38,6 +38,17 @@ from .wire import (
 )
 
 
+def _run_broker(config: Path) -> subprocess.CompletedProcess[str]:
+    """A broker process on ``config`` run to its end (for configs it must refuse)."""
+    return subprocess.run(
+        [sys.executable, "-P", "-m", "spindle.broker", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+    )
+
+
 def test_unknown_config_key_is_refused_naming_it(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"unknown configuration key 'log\.dirz'"):
         settings_from_properties({"node.id": "1", "log.dirz": "/tmp/x"})
@@ -49,13 +60,7 @@ def test_unknown_config_key_is_refused_naming_it(tmp_path: Path) -> None:
     cfg.write_text(
         "node.id=1\nlog.dirs=/tmp/x\nlisteners=PLAINTEXT://127.0.0.1:0\nnot.a.kafka.key=3\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "spindle.broker", "--config", str(cfg)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd="/",
-    )
+    proc = _run_broker(cfg)
     assert proc.returncode == 2
     assert "unknown configuration key 'not.a.kafka.key'" in proc.stderr
 
@@ -173,13 +178,7 @@ def test_unreachable_etcd_stops_start_up_with_a_clear_message(tmp_path: Path) ->
         f"node.id=1\nlog.dirs={tmp_path / 'd'}\nlisteners=PLAINTEXT://127.0.0.1:0\n"
         "spindle.etcd.endpoints=http://127.0.0.1:9\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "spindle.broker", "--config", str(cfg)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd="/",
-    )
+    proc = _run_broker(cfg)
     assert proc.returncode == 1
     assert "cannot start: no etcd endpoint answered" in proc.stderr
 
