@@ -53,6 +53,20 @@ def _no_leftovers(dirs: list[str]) -> list[str]:
     return [n for d in dirs for n in os.listdir(d) if n.endswith(("-future", "-delete"))]
 
 
+class PauseAfterSegmentCopy:
+    """A mover hook that holds each copy after a segment is copied (``paused`` is set) until
+    the test sets ``gate``; from then on copies run freely."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.paused = threading.Event()
+
+    def __call__(self, step: str, tp: TopicPartition) -> None:
+        if step == "segment_copied" and not self.gate.is_set():
+            self.paused.set()
+            self.gate.wait(30)
+
+
 def test_appends_continue_during_a_move_and_every_batch_survives_once_in_order(
     open_manager: Opener, dirs: list[str]
 ) -> None:
@@ -218,14 +232,8 @@ def test_move_into_a_disk_that_fills_up_stops_cleanly_and_the_source_keeps_servi
 def test_truncation_and_retention_during_a_move_end_in_the_same_log(
     open_manager: Opener, dirs: list[str]
 ) -> None:
-    gate = threading.Event()
-    paused = threading.Event()
-
-    def hook(step: str, tp: TopicPartition) -> None:
-        if step == "segment_copied" and not gate.is_set():
-            paused.set()
-            gate.wait(30)
-
+    hook = PauseAfterSegmentCopy()
+    gate, paused = hook.gate, hook.paused
     lm = open_manager(dirs, hook=hook, **{"log.segment.bytes": 4096, "log.retention.bytes": 20_000})
     tp = TopicPartition("tr", 0)
     lm.change_replica_dir(tp, dirs[0])
@@ -399,14 +407,8 @@ def test_many_partitions_moving_back_and_forth_under_load_lose_and_duplicate_not
 def test_truncation_during_a_move_restarts_the_copy_from_the_first_segment(
     open_manager: Opener, dirs: list[str]
 ) -> None:
-    gate = threading.Event()
-    paused = threading.Event()
-
-    def hook(step: str, tp: TopicPartition) -> None:
-        if step == "segment_copied" and not gate.is_set():
-            paused.set()
-            gate.wait(30)
-
+    hook = PauseAfterSegmentCopy()
+    gate, paused = hook.gate, hook.paused
     lm = open_manager(dirs, hook=hook, **{"log.segment.bytes": 4096})
     tp = TopicPartition("restart", 0)
     lm.change_replica_dir(tp, dirs[0])
