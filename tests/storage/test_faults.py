@@ -47,6 +47,18 @@ def _spread(lm: LogManager, dirs: list[str]) -> dict[str, Log]:
     return logs
 
 
+def _spread_watched(
+    open_manager: Opener, dirs: list[str]
+) -> tuple[LogManager, dict[str, Log], list[str], dict[str, bytes]]:
+    """A manager over ``dirs`` with :func:`_spread` partitions, the offline dirs its listener
+    was told of, and the bytes of the two good dirs before the fault."""
+    lm = open_manager(dirs)
+    calls: list[str] = []
+    lm.add_offline_listener(calls.append)
+    logs = _spread(lm, dirs)
+    return lm, logs, calls, log_bytes([dirs[0], dirs[2]])
+
+
 def _assert_only_victim_failed(
     lm: LogManager,
     logs: dict[str, Log],
@@ -82,11 +94,7 @@ def _assert_only_victim_failed(
 def test_read_only_remount_takes_only_that_dir_offline_once(
     open_manager: Opener, victim_dirs: list[str]
 ) -> None:
-    lm = open_manager(victim_dirs)
-    calls: list[str] = []
-    lm.add_offline_listener(calls.append)
-    logs = _spread(lm, victim_dirs)
-    before = log_bytes([victim_dirs[0], victim_dirs[2]])
+    lm, logs, calls, before = _spread_watched(open_manager, victim_dirs)
     remount_ro(victim_dirs[1])
     with pytest.raises(KafkaStorageError, match="Read-only file system"):
         logs[victim_dirs[1]].append(build_batch([b"lost"]))
@@ -109,11 +117,7 @@ def test_read_only_remount_takes_only_that_dir_offline_once(
 def test_full_disk_takes_only_that_dir_offline_once(
     open_manager: Opener, victim_dirs: list[str]
 ) -> None:
-    lm = open_manager(victim_dirs)
-    calls: list[str] = []
-    lm.add_offline_listener(calls.append)
-    logs = _spread(lm, victim_dirs)
-    before = log_bytes([victim_dirs[0], victim_dirs[2]])
+    lm, logs, calls, before = _spread_watched(open_manager, victim_dirs)
     big = build_batch([os.urandom(1000) for _ in range(100)])
 
     def fill() -> None:
@@ -142,11 +146,7 @@ def _first_failure(lm: LogManager, log: Log, how: str) -> None:
 def test_directory_replaced_by_a_file_takes_only_that_dir_offline_once(
     open_manager: Opener, dirs: list[str], how: str
 ) -> None:
-    lm = open_manager(dirs)
-    calls: list[str] = []
-    lm.add_offline_listener(calls.append)
-    logs = _spread(lm, dirs)
-    before = log_bytes([dirs[0], dirs[2]])
+    lm, logs, calls, before = _spread_watched(open_manager, dirs)
     os.rename(dirs[1], dirs[1] + ".gone")  # Kafka's own injection: the dir becomes a file
     Path(dirs[1]).write_text("I used to be a log directory")
     with pytest.raises(KafkaStorageError, match="Not a directory"):
