@@ -157,25 +157,13 @@ class Segment:
         seg.size = file_size
         truncated = 0
         if recover or not seg._load_index(file_size):
-            valid_end = seg._rebuild(0, check_crc=recover)
-            if valid_end < file_size:
-                truncated = file_size - valid_end
-                os.truncate(seg.log_path, valid_end)
-                seg.size = valid_end
-            seg._index_dirty = True
-            seg.flush()
+            truncated = seg._revalidate(check_crc=recover)
         else:
             start = seg._index[-1][1] if seg._index else 0
             end, batches = seg.scan(start, check_crc=False)
             if end != file_size:
                 # The trusted part does not end on a batch boundary: re-validate all of it.
-                seg._index.clear()
-                valid_end = seg._rebuild(0, check_crc=True)
-                truncated = file_size - valid_end
-                os.truncate(seg.log_path, valid_end)
-                seg.size = valid_end
-                seg._index_dirty = True
-                seg.flush()
+                truncated = seg._revalidate(check_crc=True)
             else:
                 if batches:
                     seg.next_offset = batches[-1].last_offset + 1
@@ -184,6 +172,18 @@ class Segment:
         if first is not None:
             seg.created_ms = first.max_timestamp
         return seg, truncated
+
+    def _revalidate(self, *, check_crc: bool) -> int:
+        """Rebuild offsets and indexes from every batch, cut whatever follows the last valid
+        one and make the result durable; returns the bytes cut."""
+        valid_end = self._rebuild(0, check_crc=check_crc)
+        truncated = self.size - valid_end
+        if truncated > 0:
+            os.truncate(self.log_path, valid_end)
+            self.size = valid_end
+        self._index_dirty = True
+        self.flush()
+        return max(truncated, 0)
 
     def _load_index(self, file_size: int) -> bool:
         """Load ``.index``; False if missing or inconsistent (the caller rebuilds it)."""
