@@ -26,6 +26,7 @@ import threading
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from spindle.broker.common.kafka_uuid import (
     from_kafka_str,
@@ -123,6 +124,23 @@ def write_meta(dir_path: str, meta: MetaProperties) -> None:
     write_atomically(os.path.join(dir_path, META_PROPERTIES), format_meta(meta))
 
 
+_V = TypeVar("_V", str, int)
+
+
+def _agreeing(
+    first: tuple[str, _V] | None, path: str, value: _V | None, key: str
+) -> tuple[str, _V] | None:
+    """The first (directory, value) of ``key`` seen so far, after checking that ``path``'s
+    value (if it has one) agrees with it; disagreeing directories are refused by name."""
+    if value is None:
+        return first
+    if first is not None and first[1] != value:
+        raise StorageStartupError(
+            f"log directories disagree on {key}: {first[0]} has {first[1]!r}, {path} has {value!r}"
+        )
+    return first or (path, value)
+
+
 def complete_ensemble(
     metas: Mapping[str, MetaProperties | None], *, cluster_id: str, node_id: int
 ) -> dict[str, MetaProperties]:
@@ -139,20 +157,8 @@ def complete_ensemble(
         meta = metas[path]
         if meta is None:
             meta = MetaProperties(cluster_id=None, node_id=None, directory_id=None)
-        if meta.cluster_id is not None:
-            if first_cluster is not None and first_cluster[1] != meta.cluster_id:
-                raise StorageStartupError(
-                    f"log directories disagree on cluster.id: {first_cluster[0]} has "
-                    f"{first_cluster[1]!r}, {path} has {meta.cluster_id!r}"
-                )
-            first_cluster = first_cluster or (path, meta.cluster_id)
-        if meta.node_id is not None:
-            if first_node is not None and first_node[1] != meta.node_id:
-                raise StorageStartupError(
-                    f"log directories disagree on node.id: {first_node[0]} has "
-                    f"{first_node[1]}, {path} has {meta.node_id}"
-                )
-            first_node = first_node or (path, meta.node_id)
+        first_cluster = _agreeing(first_cluster, path, meta.cluster_id, "cluster.id")
+        first_node = _agreeing(first_node, path, meta.node_id, "node.id")
         if meta.directory_id is not None:
             other = owners.get(meta.directory_id)
             if other is not None:
