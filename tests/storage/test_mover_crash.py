@@ -121,16 +121,18 @@ def test_move_killed_at_each_step_recovers_acknowledged_bytes_without_orphans(
     assert leftovers == []
 
 
+def _file_bytes(directory: Path) -> dict[str, bytes]:
+    """Every file of ``directory`` by name, with its bytes."""
+    return {n: (directory / n).read_bytes() for n in os.listdir(directory)}
+
+
 def test_lone_future_with_a_directory_offline_is_left_untouched_and_the_partition_offline(
     tmp_path: Path, open_manager: Opener
 ) -> None:
     dirs = [str(tmp_path / f"d{i}") for i in range(3)]
     _produce_move_and_kill(dirs, "after_live_renamed", 1)
     future_name = next(n for n in os.listdir(dirs[1]) if n.endswith("-future"))
-    future_files = {
-        n: Path(dirs[1], future_name, n).read_bytes()
-        for n in os.listdir(Path(dirs[1], future_name))
-    }
+    future_files = _file_bytes(Path(dirs[1], future_name))
     # The live copy could be on a directory we cannot read: the future must not be promoted.
     os.rename(dirs[2], dirs[2] + ".gone")
     Path(dirs[2]).write_text("broken disk")
@@ -145,10 +147,7 @@ def test_lone_future_with_a_directory_offline_is_left_untouched_and_the_partitio
     assert lm.change_replica_dir(tp, dirs[0]) is ErrorCode.KAFKA_STORAGE_ERROR
     assert lm.get_log(TopicPartition("mv", 1)) is not None
     lm.close()
-    assert {
-        n: Path(dirs[1], future_name, n).read_bytes()
-        for n in os.listdir(Path(dirs[1], future_name))
-    } == future_files
+    assert _file_bytes(Path(dirs[1], future_name)) == future_files
 
 
 def test_resumed_move_recopies_future_segments_that_no_longer_match_the_source(
