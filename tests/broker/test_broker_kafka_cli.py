@@ -37,6 +37,18 @@ def _run(*args: str, stdin: str | None = None, timeout: float = 120) -> str:
     return proc.stdout
 
 
+def _reassign(broker: Broker, plan_file: Path, *action: str) -> str:
+    """``kafka-reassign-partitions`` with a plan file against ``broker``; its output."""
+    return _run(
+        "kafka-reassign-partitions",
+        "--bootstrap-server",
+        broker.bootstrap,
+        "--reassignment-json-file",
+        str(plan_file),
+        *action,
+    )
+
+
 def _log_dirs_json(broker: Broker, *extra: str) -> dict:  # type: ignore[type-arg]
     out = _run("kafka-log-dirs", "--bootstrap-server", broker.bootstrap, "--describe", *extra)
     return json.loads(out.strip().splitlines()[-1])
@@ -135,28 +147,14 @@ def test_reassign_log_dirs_plan_with_throttle_executes_and_verifies(
     }
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(json.dumps(plan))
-    out = _run(
-        "kafka-reassign-partitions",
-        "--bootstrap-server",
-        module_broker.bootstrap,
-        "--reassignment-json-file",
-        str(plan_file),
-        "--execute",
-        "--replica-alter-log-dirs-throttle",
-        "2000000",
+    out = _reassign(
+        module_broker, plan_file, "--execute", "--replica-alter-log-dirs-throttle", "2000000"
     )
     assert "The replica-alter-dir throttle limit was set to 2000000 B/s" in out
     assert "Successfully started moving log directory" in out
     deadline = time.monotonic() + 180
     while True:
-        out = _run(
-            "kafka-reassign-partitions",
-            "--bootstrap-server",
-            module_broker.bootstrap,
-            "--reassignment-json-file",
-            str(plan_file),
-            "--verify",
-        )
+        out = _reassign(module_broker, plan_file, "--verify")
         if out.count("completed successfully") == 4:
             break
         assert "failed" not in out.lower(), out
@@ -214,17 +212,10 @@ def test_reassign_cancel_stops_a_throttled_dir_move_and_keeps_the_original_dir(
             }
         )
     )
-    base = [
-        "kafka-reassign-partitions",
-        "--bootstrap-server",
-        module_broker.bootstrap,
-        "--reassignment-json-file",
-        str(plan_file),
-    ]
     # 10 MB at 100 kB/s cannot finish before the cancel.
-    _run(*base, "--execute", "--replica-alter-log-dirs-throttle", "100000")
+    _reassign(module_broker, plan_file, "--execute", "--replica-alter-log-dirs-throttle", "100000")
     assert placement() == {("cancelled-0", False): source, ("cancelled-0", True): dest}
-    out = _run(*base, "--cancel")
+    out = _reassign(module_broker, plan_file, "--cancel")
     assert "Clearing broker-level throttles" in out
     deadline = time.monotonic() + 60
     while placement() != {("cancelled-0", False): source}:
