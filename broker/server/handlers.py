@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,6 +88,19 @@ def _err(exc: BaseException) -> tuple[int, str]:
         return int(exc.code), str(exc)
     log.exception("unexpected error in a request handler")
     return int(ErrorCode.UNKNOWN_SERVER_ERROR), f"{type(exc).__name__}: {exc}"
+
+
+@contextlib.contextmanager
+def _errors_into(result: dict[str, Any], *, message: bool = True) -> Iterator[None]:
+    """Answer an error raised for one item of a request in that item's ``error_code`` (and
+    ``error_message``), so the other items of the request are still served."""
+    try:
+        yield
+    except Exception as exc:
+        code, msg = _err(exc)
+        result["error_code"] = code
+        if message:
+            result["error_message"] = msg
 
 
 def _topic_id(topic: TopicState | None) -> uuid.UUID:
@@ -526,7 +539,7 @@ class KafkaApis:
                     "offset": -1,
                     "leader_epoch": -1,
                 }
-                try:
+                with _errors_into(out, message=False):
                     if not allowed:
                         raise KafkaError(
                             f"not allowed to describe {tp}", ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -548,8 +561,6 @@ class KafkaApis:
                         if found is not None:
                             out["timestamp"] = p.timestamp
                     out.update(offset=offset, leader_epoch=leader_epoch)
-                except Exception as exc:
-                    out["error_code"], _ = _err(exc)
                 parts.append(out)
             topics.append({"name": t.name, "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}
@@ -570,7 +581,7 @@ class KafkaApis:
                 "replication_factor": -1,
                 "configs": [],
             }
-            try:
+            with _errors_into(res):
                 if not self._allowed(ctx, Operation.CREATE, ResourceType.TOPIC, t.name):
                     raise KafkaError(
                         f"not allowed to create {t.name}", ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -615,8 +626,6 @@ class KafkaApis:
                 )
                 if not body.validate_only:
                     await self.create_local_logs(topic)
-            except Exception as exc:
-                res["error_code"], res["error_message"] = _err(exc)
             out.append(res)
         return {"throttle_time_ms": 0, "topics": out}
 
@@ -635,7 +644,7 @@ class KafkaApis:
                 "error_code": 0,
                 "error_message": None,
             }
-            try:
+            with _errors_into(res):
                 if name is None and tid is not None:
                     name = by_id.get(kafka_uuid_str(tid))
                     if name is None:
@@ -654,8 +663,6 @@ class KafkaApis:
                         self.logs.delete_log(tp)
                     except KafkaError as exc:
                         log.warning("deleting %s: %s", tp, exc)
-            except Exception as exc:
-                res["error_code"], res["error_message"] = _err(exc)
             out.append(res)
         return {"throttle_time_ms": 0, "responses": out}
 
@@ -664,7 +671,7 @@ class KafkaApis:
         out = []
         for t in body.topics:
             res: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
-            try:
+            with _errors_into(res):
                 if not self._allowed(ctx, Operation.ALTER, ResourceType.TOPIC, t.name):
                     raise KafkaError(
                         f"not allowed to alter {t.name}", ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -675,8 +682,6 @@ class KafkaApis:
                 )
                 if not body.validate_only:
                     await self.create_local_logs(self._topics[t.name])
-            except Exception as exc:
-                res["error_code"], res["error_message"] = _err(exc)
             out.append(res)
         return {"throttle_time_ms": 0, "results": out}
 
@@ -695,11 +700,9 @@ class KafkaApis:
             else:
                 res["producer_id"], res["producer_epoch"] = body.producer_id, epoch
             return res
-        try:
+        with _errors_into(res, message=False):
             res["producer_id"] = await self._next_producer_id()
             res["producer_epoch"] = 0
-        except Exception as exc:
-            res["error_code"], _ = _err(exc)
         return res
 
     async def _next_producer_id(self) -> int:
@@ -774,7 +777,7 @@ class KafkaApis:
                 "resource_name": r.resource_name,
                 "configs": [],
             }
-            try:
+            with _errors_into(res):
                 if self._config_resource(ctx, Operation.DESCRIBE_CONFIGS, r) == RESOURCE_TOPIC:
                     topic = self._topics.get(r.resource_name)
                     if topic is None:
@@ -799,8 +802,6 @@ class KafkaApis:
                     ]
                 else:
                     res["configs"] = self._broker_config_entries(r.resource_name, keys)
-            except Exception as exc:
-                res["error_code"], res["error_message"] = _err(exc)
             results.append(res)
         return {"throttle_time_ms": 0, "results": results}
 
@@ -815,7 +816,7 @@ class KafkaApis:
                 "resource_name": r.resource_name,
             }
             changes = [ConfigChange(c.name, c.config_operation, c.value) for c in r.configs]
-            try:
+            with _errors_into(res):
                 if self._config_resource(ctx, Operation.ALTER_CONFIGS, r) == RESOURCE_TOPIC:
                     await self.controller.alter_topic_configs(
                         r.resource_name, changes, validate_only=bool(body.validate_only)
@@ -826,8 +827,6 @@ class KafkaApis:
                     )
                     if not body.validate_only:
                         self.apply_dynamic_broker_configs()
-            except Exception as exc:
-                res["error_code"], res["error_message"] = _err(exc)
             out.append(res)
         return {"throttle_time_ms": 0, "responses": out}
 
