@@ -4,6 +4,7 @@ the partition to another directory and swaps it in."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -89,6 +90,12 @@ def test_sendfile_fetches_match_copied_batches_across_rolls_and_a_move_swap(
             assert min(spliced_sizes) >= SENDFILE_MIN_BYTES  # every answer sent with sendfile
             assert len(spliced_sizes) >= 4  # answers end at segment boundaries: crossed rolls
             assert spliced == copied
+            # Every range handed to a response is closed once sent: no descriptor leaks.
+            assert broker.proc is not None
+            fds = len(os.listdir(f"/proc/{broker.proc.pid}/fd"))
+            for _ in range(5):
+                assert _read_log(wire, per_fetch=1 << 20, until=leo)[0] == copied
+            assert len(os.listdir(f"/proc/{broker.proc.pid}/fd")) == fds
 
             (src,) = {d for d, _ in _placement(wire)}
             dest = next(d for d in broker.log_dirs if d != src)
