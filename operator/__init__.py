@@ -6,4 +6,13 @@ Importing the package registers the kopf handlers, so ``kopf run -m spindle.oper
 when they run.
 """
 
+if __name__ == "operator":
+    # Loaded as the standard library's ``operator``: Python was started from the repository root
+    # with the working directory first on sys.path. Say so instead of failing obscurely later.
+    raise ImportError(
+        "the repository's operator/ folder is shadowing the standard library module 'operator' "
+        "(Python was started from the repository root). Use the console scripts "
+        "(spindle-broker, spindle-operator, spindle-rebalance) or `python -P -m ...`."
+    )
+
 from spindle.operator import handlers as handlers
