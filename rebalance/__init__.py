@@ -9,6 +9,8 @@ One plan flows through these modules (``pipeline.make_plan`` runs them in order)
                  same with Spark DataFrames for the real job
   ``core``       the sequential greedy over the replicas it moves
   ``report``     reassignment JSON, balance figures, lower bounds, independent hard-rule check
+  ``achievable`` which soft-goal bands the hard rules put out of reach (Offline-dir brokers,
+                 racks), so the summary tells a planner shortfall from a real limit
   ``cli``        ``spindle-rebalance plan|generate``; also the ``spark-submit`` entry point
   ``generator``  synthetic skewed clusters for tests and ``bench/rebalance.py``
 

@@ -137,6 +137,7 @@ class Planner:
         self.unmet: list[dict[str, object]] = []
         self.hard_failures: list[str] = []
         self._bad_b = np.zeros(n_b, bool)
+        self._closed_b = self.host_b & ~self.recv_broker()
         self._bad_rack = np.zeros(len(cluster.racks), bool)
         # Python lists for scalar look-ups in the hot loop (numpy scalar indexing is slow).
         self._rep_part = cluster.rep_part.tolist()
@@ -298,13 +299,35 @@ class Planner:
 
     # ----------------------------------------------------------------- picking sources
 
-    def shed(self, d: int, need: float, dest: Callable[[int], int], *, floor_room: float) -> int:
+    def _breaks_closed_counts(self, r: int) -> bool:
+        """Whether moving r off its broker would take a broker that cannot receive (so can
+        never win them back) below the replica or leader band it is still inside."""
+        b0 = int(self.cur_b[r])
+        if not self._closed_b[b0]:
+            return False
+        reps = int(self.b_reps[b0])
+        if reps - 1 < self.c_lo <= reps:
+            return True
+        leads = int(self.b_leaders[b0])
+        return bool(self.lead[r]) and leads - 1 < self.l_lo <= leads
+
+    def shed(
+        self,
+        d: int,
+        need: float,
+        dest: Callable[[int], int],
+        *,
+        floor_room: float,
+        soft: bool = False,
+    ) -> int:
         """Move one replica off directory d: the largest not above ``need``, else the smallest
         above it if at most ``floor_room`` bytes may leave. ``dest(r) -> dir`` places it.
+        ``soft``: a balancing move, which may not cost a closed broker its count bands.
         Returns the replica moved, or -1."""
         lo, hi = int(self.p.dir_start[d]), int(self.p.dir_start[d + 1])
         if hi == lo:
             return -1
+        guard = soft and bool(self._closed_b[int(self.dir_b[d])])
         neg = self.neg_sorted[lo:hi]
         order = self.p.order
         start = lo + int(np.searchsorted(neg, -need, side="left"))
@@ -312,6 +335,8 @@ class Planner:
         for i in range(start, hi):
             r = int(order[i])
             if self.moved[r] or self.cur_d[r] != d:
+                continue
+            if guard and self._breaks_closed_counts(r):
                 continue
             tries += 1
             if tries > TRIES:
@@ -327,6 +352,8 @@ class Planner:
                 continue
             if self.size_f[r] > floor_room:
                 break
+            if guard and self._breaks_closed_counts(r):
+                continue
             tries += 1
             if tries > TRIES:
                 break
@@ -454,6 +481,7 @@ class Planner:
                 need,
                 lambda r: self.dest_cross(r, strict=True, only_broker=only_broker),
                 floor_room=floor_room,
+                soft=True,
             )
             if r >= 0:
                 return r
@@ -466,6 +494,7 @@ class Planner:
         for b in range(self.c.n_brokers):
             if not self.s.intra_ok[b] or self.a_cap[b] <= 0:
                 self._relieve_across(b)
+                self._shed_blocked(b)
                 continue
             dirs = [int(d) for d in self.dirs_of[b] if self.hosting[d]]
             stuck: set[int] = set()
@@ -618,6 +647,49 @@ class Planner:
                 if r < 0:
                     break
 
+    def _shed_blocked(self, b: int) -> None:
+        """A broker that can only lose bytes (see ``_relieve_across``) brings its Active dirs
+        above the disk band down by sending replicas to other brokers. Its Active mean falls as
+        it sheds, so the band is recomputed after each move; it converges to the fixed point
+        ``achievable.blocked_disk_mean`` describes. The broker does not go below its own byte
+        band for it (when it starts inside it): that would trade one goal for another."""
+        if not self.s.cross_ok or self.a_cap[b] <= 0:
+            return
+        db = self.g.disk_balance
+        floor = float(self.b_lo[b]) if self.b_load[b] >= self.b_lo[b] else 0.0
+        dirs = [int(d) for d in self.dirs_of[b] if self.active[d]]
+        stuck: set[int] = set()
+        while not self.capped:
+            u = self.a_load[b] / self.a_cap[b]
+            excess = {d: self.dir_load[d] - db * u * self.total[d] for d in dirs if d not in stuck}
+            d = max(excess, key=lambda k: (excess[k] / self.total[k], -k), default=-1)
+            if d < 0 or excess[d] <= 0:
+                break
+            room = float(self.b_load[b] - floor)
+            r = -1
+            for strict in (True, False):
+                if room <= 0:
+                    break
+                r = self.shed(
+                    d,
+                    min(float(excess[d]), room),
+                    self._cross_dest(strict=strict),
+                    floor_room=room,
+                    soft=True,
+                )
+                if r >= 0:
+                    break
+            if r < 0:
+                stuck.add(d)
+
+    def _cross_dest(self, *, strict: bool) -> Callable[[int], int]:
+        """Destination rule "best directory on another broker" (see ``dest_cross``)."""
+
+        def dest(r: int) -> int:
+            return self.dest_cross(r, strict=strict)
+
+        return dest
+
     def _into(self, d: int) -> Callable[[int], int]:
         """Destination rule "directory d, if it stays under the capacity threshold"."""
 
@@ -697,6 +769,20 @@ class Planner:
                     ok = self._refill(b, count, lo_c) if phase == "excess" else self._vent(b)
                 if not ok:
                     stuck.add(b)
+
+    def _counts_in_band(self) -> bool:
+        """Whether every hosting broker's replica and leader counts are inside their bands
+        (brokers that may not receive are judged only from above: they can only lose)."""
+        recv_b = self.recv_broker()
+        for count, hi_c, lo_c in (
+            (self.b_reps, self.c_hi, self.c_lo),
+            (self.b_leaders, self.l_hi, self.l_lo),
+        ):
+            if ((count > hi_c) & self.host_b).any():
+                return False
+            if ((count < lo_c) & self.host_b & recv_b).any():
+                return False
+        return True
 
     def _smallest_left(self, b: int) -> float:
         """Size of broker b's smallest unmoved candidate in the count phase (0: none)."""
@@ -829,11 +915,13 @@ class Planner:
             self.balance_disks()
         if self.s.balance_counts and self.s.cross_ok and not self.capped:
             # Leader moves can push a replica count out again (and the reverse): two rounds.
-            for _ in range(2):
+            for _ in range(3):
                 self.balance_counts(leaders=False)
                 if self.g.leader_reorder:
                     self.reorder_leaders()
                 self.balance_counts(leaders=True)
+                if self._counts_in_band():
+                    break
         if self.s.balance_disks and not self.capped:
             self.balance_disks()
         if self.capped:

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from spindle.rebalance.achievable import classify, unachievable
 from spindle.rebalance.core import plan_core
 from spindle.rebalance.model import Cluster, Goals, PlanError
 from spindle.rebalance.prepare import Prepared, prepare_local
@@ -86,30 +87,42 @@ def make_plan(
     after = figures(cluster, scope, goals, outcome.cur_broker, outcome.cur_dir, outcome.leader)
     bytes_moved = int(size[moved].sum())
     unmet = list(outcome.unmet)
-    if scope.balance_brokers or scope.balance_disks or scope.balance_counts:
-        for key, on in (
-            ("brokerUtilisation", scope.balance_brokers),
-            ("diskUtilisationOverBrokerMean", scope.balance_disks),
-            ("replicas", scope.balance_counts),
-            ("leaders", scope.balance_counts),
-        ):
-            if on and not after[key]["met"]:
-                unmet.append(
-                    {
-                        "goal": key,
-                        "why": f"{after[key]['outOfBand']} out of band"
-                        + (" (the caps stopped planning)" if outcome.capped else ""),
-                        "offenders": offenders(
-                            cluster,
-                            scope,
-                            goals,
-                            outcome.cur_broker,
-                            outcome.cur_dir,
-                            key,
-                            leader=outcome.leader,
-                        ),
-                    }
-                )
+    status: dict[str, Any] = {}
+    impossible = unachievable(cluster, scope, goals)
+    for key, on in (
+        ("brokerUtilisation", scope.balance_brokers),
+        ("diskUtilisationOverBrokerMean", scope.balance_disks),
+        ("replicas", scope.balance_counts),
+        ("leaders", scope.balance_counts),
+    ):
+        if not on:
+            status[key] = {"status": "notInScope"}
+            continue
+        found = (
+            []
+            if after[key]["met"]
+            else offenders(
+                cluster,
+                scope,
+                goals,
+                outcome.cur_broker,
+                outcome.cur_dir,
+                key,
+                leader=outcome.leader,
+                limit=cluster.n_dirs,
+            )
+        )
+        state, found = classify(key, found, impossible[key], cluster)
+        status[key] = {"status": state}
+        if state == "met":
+            continue
+        status[key]["offenders"] = found
+        why = f"{after[key]['outOfBand']} out of band"
+        if state == "unachievable":
+            why += " (each out of reach under the hard rules: see offenders)"
+        elif outcome.capped:
+            why += " (the caps stopped planning)"
+        unmet.append({"goal": key, "status": state, "why": why, "offenders": found[:10]})
     t3 = time.perf_counter()
     summary: dict[str, Any] = {
         "mode": request.mode,
@@ -136,6 +149,7 @@ def make_plan(
         "bytesOverLowerBound": round(bytes_moved / bounds["bytes"], 4) if bounds["bytes"] else None,
         "before": before,
         "after": after,
+        "goalStatus": status,
         "unmet": unmet,
         "capped": outcome.capped,
     }

@@ -1,0 +1,263 @@
+"""Which soft-goal bands a plan can reach at all, given the hard rules.
+
+Why: "all soft goals met where they can be" needs "can be" made explicit, or every out-of-band
+figure looks like a planner defect. The limits modelled here come from the hard rules and from
+Kafka, not from the greedy:
+
+  - a broker with an Offline directory receives no replicas and moves nothing between its own
+    disks (Kafka answers AlterReplicaLogDirs there with KAFKA_STORAGE_ERROR); the mode's scope
+    says the same for removed brokers (``scope.receivable``, ``scope.intra_ok``);
+  - such a broker can only lose bytes, replicas and leaders (by sending replicas to other
+    brokers, when the mode allows cross-broker moves at all);
+  - its directories' band is relative to its own Active mean, which falls as it sheds: the
+    lowest mean it can reach with every directory at or under the band's top is the fixed
+    point ``u* = sum_d min(L_d, f * u* * T_d) / sum_d T_d``; a directory below
+    ``(2 - f) * u*`` can never be raised into the band. Shedding that would take the broker
+    below its own byte band trades one goal for another and is not counted as achievable.
+
+Everything else (brokers that may receive and rebalance their disks) is treated as
+achievable: fractional reasoning, so a broker whose single replica is larger than its band is
+wide could still be reported as achievable-but-missed. That errs towards calling a miss a
+planner defect, never towards excusing one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from spindle.rebalance.model import ACTIVE, OFFLINE, Cluster, Goals
+from spindle.rebalance.prepare import hosting_racks, rack_limits
+from spindle.rebalance.scope import Scope
+
+#: Soft goals, in the order the summary lists them.
+SOFT_GOALS = ("brokerUtilisation", "diskUtilisationOverBrokerMean", "replicas", "leaders")
+
+
+def _recv_b(cluster: Cluster, scope: Scope) -> np.ndarray:
+    out = np.zeros(cluster.n_brokers, bool)
+    out[cluster.dir_broker[scope.receivable]] = True
+    return out
+
+
+def blocked_disk_mean(load: np.ndarray, total: np.ndarray, factor: float) -> float:
+    """Lowest Active mean utilisation a broker that can only lose bytes reaches with every
+    directory at or under ``factor`` times it: the upper fixed point of
+    ``u = sum(min(L, factor * u * T)) / sum(T)`` (``g(u) <= u`` at today's mean and ``g`` is
+    increasing, so iterating from there descends to it)."""
+    t_sum = float(total.sum())
+    if t_sum <= 0:
+        return 0.0
+    u = float(load.sum()) / t_sum
+    for _ in range(200):
+        nxt = float(np.minimum(load, factor * u * total).sum()) / t_sum
+        if abs(nxt - u) <= 1e-12 * max(u, 1e-300):
+            return nxt
+        u = nxt
+    return u
+
+
+def unachievable(cluster: Cluster, scope: Scope, goals: Goals) -> dict[str, dict[Any, str]]:
+    """Per soft goal, the brokers (by index) or directories (by index, for the disk goal)
+    whose band no plan obeying the hard rules reaches, each with the reason."""
+    host = scope.hosting
+    total = cluster.dir_total.astype(np.float64)
+    n_b = cluster.n_brokers
+    d_b = cluster.dir_broker
+    rep_bytes = np.bincount(cluster.rep_dir, weights=cluster.rep_size, minlength=cluster.n_dirs)
+    load = np.where(host, rep_bytes + cluster.dir_external(), 0.0)
+    b_load = np.bincount(d_b, weights=load, minlength=n_b)
+    b_cap = np.bincount(d_b, weights=total * host, minlength=n_b)
+    b_hard = np.bincount(d_b, weights=goals.capacity_threshold * total * host, minlength=n_b)
+    hb = b_cap > 0
+    stuck = (~host & ~scope.evacuate)[cluster.rep_dir]
+    placed = float(cluster.rep_size[~stuck].sum()) + float(cluster.dir_external()[host].sum())
+    mean = placed / float(b_cap.sum()) if b_cap.sum() else 0.0
+    hi_b = np.minimum(goals.broker_balance * mean * b_cap, b_hard)
+    lo_b = np.minimum((2 - goals.broker_balance) * mean * b_cap, hi_b)
+    recv_b = _recv_b(cluster, scope)
+    offline = cluster.dir_state == OFFLINE
+
+    def why_closed(b: int) -> str:
+        dirs = [cluster.dir_path[d] for d in np.flatnonzero(offline & (d_b == b)).tolist()]
+        if dirs:
+            return (
+                f"broker {int(cluster.broker_ids[b])} has Offline dir(s) {', '.join(dirs)}: Kafka "
+                "answers AlterReplicaLogDirs there with KAFKA_STORAGE_ERROR, so it receives no "
+                "replicas and moves none between its disks"
+            )
+        return f"broker {int(cluster.broker_ids[b])} may not receive replicas in {scope.mode}"
+
+    out: dict[str, dict[Any, str]] = {g: {} for g in SOFT_GOALS}
+    closed = hb & ~recv_b
+    for b in np.flatnonzero(closed & (b_load < lo_b - 1e-9 * np.maximum(lo_b, 1))).tolist():
+        out["brokerUtilisation"][b] = (
+            why_closed(b) + f"; it holds {b_load[b] / b_cap[b]:.4f} of its capacity and can only "
+            f"lose bytes, below the band's floor {lo_b[b] / b_cap[b]:.4f}"
+        )
+    serving = host[cluster.rep_dir]
+    n_host = max(int(hb.sum()), 1)
+    for goal, mask, factor in (
+        ("replicas", serving, goals.replica_balance),
+        ("leaders", serving & cluster.rep_leader, goals.leader_balance),
+    ):
+        if goal == "leaders" and goals.leader_reorder:
+            continue  # leadership moves without bytes: a closed broker can still gain leaders
+        counts = np.bincount(cluster.rep_broker[mask], minlength=n_b)
+        final = ~stuck & (cluster.rep_leader if goal == "leaders" else True)
+        m = float(final.sum()) / n_host  # evacuated replicas land somewhere: they count
+        lo_c = int(np.floor((2 - factor) * m))
+        for b in np.flatnonzero(closed & (counts < lo_c)).tolist():
+            out[goal][b] = (
+                why_closed(b) + f"; it keeps {int(counts[b])} {goal} and can only lose some, "
+                f"below the band's floor {lo_c}"
+            )
+
+    if goals.rack_aware:
+        _rack_limits(cluster, scope, goals, out, stuck=stuck, host_b=hb, hi_b=hi_b, lo_b=lo_b)
+
+    active = host & (cluster.dir_state == ACTIVE)
+    db = goals.disk_balance
+    for b in np.flatnonzero(hb & ~scope.intra_ok).tolist():
+        dirs = np.flatnonzero(active & (d_b == b))
+        if len(dirs) == 0:
+            continue
+        lo_d, t_d = load[dirs], total[dirs]
+        u = blocked_disk_mean(lo_d, t_d, db) if scope.cross_ok else float(lo_d.sum() / t_d.sum())
+        closed_why = (
+            why_closed(b)
+            if not recv_b[b]
+            else (
+                f"broker {int(cluster.broker_ids[b])} may not move replicas between its disks in "
+                f"{scope.mode}"
+            )
+        )
+        floor = lo_b[b] if (scope.balance_brokers and b_load[b] >= lo_b[b]) else 0.0
+        cordoned = float(load[host & ~active & (d_b == b)].sum())
+        shed_to = float(np.minimum(lo_d, db * u * t_d).sum()) + cordoned
+        too_low = floor > shed_to + 1e-9 * max(floor, 1.0)
+        for d, ld, td in zip(dirs.tolist(), lo_d.tolist(), t_d.tolist(), strict=True):
+            ratio_now = ld / td / u if u > 0 else 1.0
+            if ld < (2 - db) * u * td * (1 - 1e-9):
+                out["diskUtilisationOverBrokerMean"][d] = (
+                    closed_why + f"; its disks can only lose bytes, and even with the others "
+                    f"shed to the band's top this dir stays at {ratio_now:.4f} of the mean "
+                    f"(band floor {2 - db:.2f})"
+                )
+            elif not scope.cross_ok and ld > db * u * td * (1 + 1e-9):
+                out["diskUtilisationOverBrokerMean"][d] = (
+                    closed_why + " and the mode moves nothing across brokers"
+                )
+            elif too_low and ld > db * u * td * (1 + 1e-9):
+                out["diskUtilisationOverBrokerMean"][d] = (
+                    closed_why + "; shedding this dir into its band would take the broker below "
+                    "its own byte band"
+                )
+    return out
+
+
+def _rack_limits(
+    cluster: Cluster,
+    scope: Scope,
+    goals: Goals,
+    out: dict[str, dict[Any, str]],
+    *,
+    stuck: np.ndarray,
+    host_b: np.ndarray,
+    hi_b: np.ndarray,
+    lo_b: np.ndarray,
+) -> None:
+    """Rack awareness fixes how much each rack holds: with k racks and at most m replicas of
+    a partition per rack, every rack holds at least ``rf - m * (k - 1)`` and at most ``m`` of
+    each partition's replicas, whatever the plan. When racks have different numbers (or
+    sizes) of brokers, that can put a whole rack's brokers above (or below) their byte or
+    replica-count bands. Every broker of such a rack is marked for that goal."""
+    k = hosting_racks(cluster, scope)
+    if k <= 1 or cluster.n_replicas == 0:
+        return
+    n_b = cluster.n_brokers
+    rf = np.diff(cluster.part_start)
+    live = rf > 0
+    starts = cluster.part_start[:-1][live]
+    m = rack_limits(rf[live], k)
+    need = np.maximum(0, rf[live] - m * (k - 1))
+    can = np.minimum(m, rf[live])
+    size = np.where(stuck, 0, cluster.rep_size).astype(np.float64)
+    small = np.minimum.reduceat(size, starts)
+    large = np.maximum.reduceat(size, starts)
+    min_bytes = float((need * small).sum())
+    max_bytes = float((can * large).sum())
+    min_reps = int(need.sum())
+    max_reps = int(can.sum())
+    ext = np.bincount(
+        cluster.dir_broker,
+        weights=np.where(scope.hosting, cluster.dir_external(), 0),
+        minlength=n_b,
+    )
+    rack = cluster.broker_rack
+    n_host = max(int(host_b.sum()), 1)
+    mean_reps = float((~stuck).sum()) / n_host
+    c_hi = int(np.ceil(goals.replica_balance * mean_reps))
+    c_lo = int(np.floor((2 - goals.replica_balance) * mean_reps))
+    for rk in np.unique(rack[host_b]).tolist():
+        members = np.flatnonzero(host_b & (rack == rk))
+        name = cluster.racks[rk]
+        hi_r = float((hi_b[members] - ext[members]).sum())
+        lo_r = float((lo_b[members] - ext[members]).sum())
+        why = ""
+        if min_bytes > hi_r * (1 + 1e-9):
+            why = (
+                f"rack awareness puts at least {min_bytes:.4g} replica bytes on rack {name!r} "
+                f"({len(members)} brokers), above the {hi_r:.4g} its brokers' bands hold"
+            )
+        elif max_bytes < lo_r * (1 - 1e-9):
+            why = (
+                f"rack awareness lets rack {name!r} ({len(members)} brokers) hold at most "
+                f"{max_bytes:.4g} replica bytes, below the {lo_r:.4g} its brokers' bands need"
+            )
+        if why:
+            for b in members.tolist():
+                out["brokerUtilisation"].setdefault(b, why)
+        why = ""
+        if min_reps > c_hi * len(members):
+            why = (
+                f"rack awareness puts at least {min_reps} replicas on rack {name!r} "
+                f"({len(members)} brokers), above their band's {c_hi} each"
+            )
+        elif max_reps < c_lo * len(members):
+            why = (
+                f"rack awareness lets rack {name!r} ({len(members)} brokers) hold at most "
+                f"{max_reps} replicas, below their band's {c_lo} each"
+            )
+        if why:
+            for b in members.tolist():
+                out["replicas"].setdefault(b, why)
+
+
+def classify(
+    goal: str, offenders: list[dict[str, Any]], impossible: dict[Any, str], cluster: Cluster
+) -> tuple[str, list[dict[str, Any]]]:
+    """Status of one goal from its offenders after the plan: ``met`` (none), ``unachievable``
+    (every offender is one no plan can fix; each carries the reason) or ``unmet`` (at least
+    one offender was fixable: a planner shortfall). Offenders gain ``achievable``."""
+    if not offenders:
+        return "met", offenders
+    ids = cluster.broker_ids.tolist()
+    for o in offenders:
+        if goal == "diskUtilisationOverBrokerMean":
+            key = next(
+                (
+                    d
+                    for d in impossible
+                    if ids[int(cluster.dir_broker[d])] == o["broker"]
+                    and cluster.dir_path[d] == o["path"]
+                ),
+                None,
+            )
+        else:
+            key = next((b for b in impossible if ids[b] == o["broker"]), None)
+        o["achievable"] = key is None
+        if key is not None:
+            o["why"] = impossible[key]
+    status = "unmet" if any(o["achievable"] for o in offenders) else "unachievable"
+    return status, offenders
