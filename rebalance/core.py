@@ -138,6 +138,12 @@ class Planner:
         self.hard_failures: list[str] = []
         self._bad_b = np.zeros(n_b, bool)
         self._closed_b = self.host_b & ~self.recv_broker()
+        # Brokers of each partition's replicas, padded with -1: vectorised partition rules.
+        rf = np.diff(cluster.part_start)
+        self._slot = np.arange(cluster.n_replicas) - cluster.part_start[cluster.rep_part]
+        self._members = np.full((cluster.n_partitions, max(int(rf.max(initial=0)), 1)), -1)
+        self._members[cluster.rep_part, self._slot] = self.cur_b
+        self._rack_of_b = cluster.broker_rack.astype(np.int64)
         self._bad_rack = np.zeros(len(cluster.racks), bool)
         # Python lists for scalar look-ups in the hot loop (numpy scalar indexing is slow).
         self._rep_part = cluster.rep_part.tolist()
@@ -149,6 +155,7 @@ class Planner:
         self._lo_util = self.b_lo / self._b_cap_safe
         self._small: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros(1, np.int64))
         self._small_list: list[int] = []
+        self._by_broker: np.ndarray | None = None
         self._small_ptr: list[int] = []
 
     # ----------------------------------------------------------------- bookkeeping
@@ -183,6 +190,7 @@ class Planner:
         self.b_leaders[b] += leader
         self.cur_d[r] = d
         self.cur_b[r] = b
+        self._members[self._rep_part[r], self._slot[r]] = b
         self.moved[r] = True
         self.n_moves += 1
         self.bytes_moved += int(self.size[r])
@@ -240,15 +248,28 @@ class Planner:
         return np.asarray(np.minimum(self.hard[d], self.g.disk_balance * u * self.total[d]))
 
     def dest_cross(
-        self, r: int, *, strict: bool, only_broker: int = -1, goal: str = "bytes"
+        self,
+        r: int,
+        *,
+        strict: bool,
+        only_broker: int = -1,
+        goal: str = "bytes",
+        joined: bool = False,
     ) -> int:
         """Best directory on another broker for r, or -1. ``strict``: the destination broker and
         directory stay inside their bands (and count bands), as balancing moves must; otherwise
         the bands only rank the choices (evacuations must go somewhere)."""
-        ok = self._cross_mask(r)
         if only_broker >= 0:
-            ok &= self.dir_b == only_broker
-        cand = np.flatnonzero(ok)
+            # One broker's few dirs: check the partition rules once, not over every dir.
+            # ``joined``: the caller checked the partition rules for this taker already.
+            if not joined and (only_broker == self.cur_b[r] or not self._may_join(r, only_broker)):
+                return -1
+            cand = self.dirs_of[only_broker]
+            cand = cand[self.recv[cand] & (self.dir_load[cand] <= self.hard[cand] - self.size_f[r])]
+            if strict and goal != "bytes" and len(cand):
+                return self._dest_count_move(r, cand, only_broker, goal)
+        else:
+            cand = np.flatnonzero(self._cross_mask(r))
         if len(cand) == 0:
             return -1
         s = self.size_f[r]
@@ -278,6 +299,29 @@ class Planner:
             score = np.where(keep, score, np.inf)
         else:
             score = score + 10.0 * ~in_band + 1.0 * ~dir_in + 0.5 * ~reps_ok + 0.5 * ~lead_ok
+        return int(cand[int(np.argmin(score))])
+
+    def _dest_count_move(self, r: int, cand: np.ndarray, b: int, goal: str) -> int:
+        """``dest_cross`` for a count move to one given broker b (the count phases' hot path):
+        the broker-level bands are scalars, so they are checked once before any directory is
+        scored; the score is computed exactly as ``dest_cross`` does, so the choice is too."""
+        s = self.size_f[r]
+        b_after = self.b_load[b] + s
+        if b_after > self.b_hi[b] or self.b_reps[b] + 1 > self.c_hi:
+            return -1
+        if self.lead[r] and self.b_leaders[b] + 1 > self.l_hi:
+            return -1
+        dir_after = self.dir_load[cand] + s
+        keep = dir_after <= self._dir_hi(cand, s)
+        if not keep.any():
+            return -1
+        util = b_after / self._b_cap_safe[b]
+        dutil = dir_after / self.total[cand]
+        if goal == "reps":
+            base = self.b_reps[b] / max(self.c_hi, 1)
+        else:
+            base = self.b_leaders[b] / max(self.l_hi, 1)
+        score = np.where(keep, base + 1e-3 * util + 1e-6 * dutil, np.inf)
         return int(cand[int(np.argmin(score))])
 
     def dest_intra(self, r: int, *, strict: bool) -> int:
@@ -714,8 +758,12 @@ class Planner:
         pick = ~self.moved & self.hosting[self.cur_d]
         if leaders:
             pick &= self.lead
-        cand = np.flatnonzero(pick)
-        cand = cand[np.lexsort((cand, self.size[cand], self.cur_b[cand]))]
+        # Unmoved replicas are where the snapshot put them, so one sort of the snapshot by
+        # (broker, size, index) serves every phase: filtering it keeps the order.
+        if self._by_broker is None:
+            c = self.c
+            self._by_broker = np.lexsort((np.arange(c.n_replicas), self.size, c.rep_broker))
+        cand = self._by_broker[pick[self._by_broker]]
         starts = np.searchsorted(self.cur_b[cand], np.arange(self.c.n_brokers + 1))
         self._small = (cand, starts)
         self._small_list = cand.tolist()
@@ -823,39 +871,65 @@ class Planner:
     def _give_small(
         self, b: int, goal: str, *, only_broker: int, leaders: bool, tries: int = TRIES
     ) -> bool:
-        _, starts = self._small
+        """Move broker b's smallest replica that may go (to ``only_broker`` if >= 0).
+
+        The cheap per-candidate checks (moved already, would drop its dir below the band, may
+        not join the taker, leader the taker cannot take) run over windows of candidates as
+        array operations; only the survivors, in the same order, pay for a destination search.
+        Same choices as checking one by one, a fraction of the interpreter time."""
+        if leaders and self.b_reps[b] - 1 < self.c_lo:
+            return False
+        cand_all, starts = self._small
         self._first_small(b)
         floor_room = float(self.b_load[b] - self.b_lo[b])
+        lo_factor = (2 - self.g.disk_balance) / max(float(self.a_cap[b]), 1.0)
+        a_load = float(self.a_load[b])
         attempts = 0
-        lst = self._small_list
-        for i in range(self._small_ptr[b], int(starts[b + 1])):
-            r = lst[i]
-            if self.moved[r]:
-                continue
-            if self.size_f[r] > floor_room:
-                break
-            d0 = int(self.cur_d[r])
-            if self.active[d0]:
-                u = (self.a_load[b] - self.size_f[r]) / max(self.a_cap[b], 1.0)
-                if (
-                    self.dir_load[d0] - self.size_f[r]
-                    < (2 - self.g.disk_balance) * u * self.total[d0]
-                ):
-                    continue
-            if leaders and self.b_reps[b] - 1 < self.c_lo:
+        i, end = self._small_ptr[b], int(starts[b + 1])
+        width = 16
+        while i < end:
+            win = cand_all[i : min(i + width, end)]
+            i += len(win)
+            width = min(width * 2, 512)
+            sz = self.size_f[win]
+            cut = int(np.searchsorted(sz, floor_room, side="right"))
+            last = cut < len(win)
+            win, sz = win[:cut], sz[:cut]
+            d0 = self.cur_d[win]
+            ok = ~self.moved[win]
+            ok &= ~(
+                self.active[d0]
+                & (self.dir_load[d0] - sz < lo_factor * (a_load - sz) * self.total[d0])
+            )
+            if only_broker >= 0:
+                ok &= self._may_join_many(win, only_broker)
+                if self.b_leaders[only_broker] + 1 > self.l_hi:
+                    ok &= ~self.lead[win]
+            for r in win[ok].tolist():
+                attempts += 1
+                if attempts > tries:
+                    return False
+                target = self.dest_cross(
+                    r, strict=True, only_broker=only_broker, goal=goal, joined=True
+                )
+                if target >= 0 and self._budget_allows(r):
+                    self._apply(r, target)
+                    return True
+            if last:
                 return False
-            if only_broker >= 0 and not self._may_join(r, only_broker):
-                continue  # cheap hard-rule check first: small replicas cluster by topic
-            if only_broker >= 0 and self.lead[r] and self.b_leaders[only_broker] + 1 > self.l_hi:
-                continue  # the taker is full of leaders: only followers can help it
-            attempts += 1
-            if attempts > tries:
-                return False
-            target = self.dest_cross(r, strict=True, only_broker=only_broker, goal=goal)
-            if target >= 0 and self._budget_allows(r):
-                self._apply(r, target)
-                return True
         return False
+
+    def _may_join_many(self, reps: np.ndarray, b: int) -> np.ndarray:
+        """``_may_join`` for many replicas at once (one taker broker b)."""
+        parts = self.c.rep_part[reps]
+        members = self._members[parts]
+        ok: np.ndarray = ~(members == b).any(axis=1)
+        if self.g.rack_aware:
+            rk = self._broker_rack[b]
+            on_rack = (np.where(members >= 0, self._rack_of_b[members], -1) == rk).sum(axis=1)
+            on_rack -= self._rack_of_b[self.cur_b[reps]] == rk
+            ok &= on_rack < self.rack_limit[parts]
+        return ok
 
     def reorder_leaders(self) -> None:
         """Zero-byte leader balance (opt-in): a broker above the leader band hands leadership
