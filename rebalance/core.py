@@ -170,6 +170,18 @@ class Planner:
             return False
         return True
 
+    def _budget_allows_two(self, r: int, q: int) -> bool:
+        """``_budget_allows`` for two moves made together (a swap)."""
+        req = self.req
+        if req.max_moves is not None and self.n_moves + 2 > req.max_moves:
+            self.capped = True
+            return False
+        both = self.bytes_moved + int(self.size[r]) + int(self.size[q])
+        if req.max_bytes is not None and both > req.max_bytes:
+            self.capped = True
+            return False
+        return True
+
     def _apply(self, r: int, d: int) -> None:
         s = self.size_f[r]
         d0 = int(self.cur_d[r])
@@ -632,8 +644,51 @@ class Planner:
                     )
                 if r < 0 and self.s.mode == "full":
                     r = self.shed(d, need, self.make_room_for, floor_room=float(self.dir_load[d]))
+                if r < 0 and self.s.mode == "full":
+                    r = self._swap_off(d)
                 if r < 0:
                     break
+
+    def _swap_off(self, d: int) -> int:
+        """Last resort for a directory above the capacity threshold when no replica can simply
+        leave it (few large replicas, little room anywhere): swap one of its replicas r with a
+        smaller replica q of another directory e, r to e and q to d, when both then fit and
+        both moves keep the partition and rack rules. Bounded: the 8 largest unmoved replicas
+        of d, every directory that may take them, the 16 smallest unmoved replicas there.
+        Returns r, or -1. Full mode only (the other modes promise no other moves)."""
+        if not self.recv[d]:
+            return -1
+        b_d = int(self.dir_b[d])
+        on_d = [int(r) for r in np.flatnonzero((self.cur_d == d) & ~self.moved)]
+        on_d.sort(key=lambda r: (-int(self.size[r]), r))
+        for r in on_d[:8]:
+            s_r = float(self.size_f[r])
+            p_r = self._rep_part[r]
+            mask = (
+                self._cross_mask(r, capacity=False) if self.s.cross_ok else np.zeros_like(self.recv)
+            )
+            if self.s.intra_ok[b_d]:
+                mask = mask | (self.recv & (self.dir_b == b_d))
+            mask[d] = False
+            for e in np.flatnonzero(mask).tolist():
+                b_e = int(self.dir_b[e])
+                gap = float(self.dir_load[e]) + s_r - float(self.hard[e])  # q must free this
+                on_e = np.flatnonzero((self.cur_d == e) & ~self.moved)
+                on_e = on_e[np.lexsort((on_e, self.size[on_e]))][:16]
+                for q in on_e.tolist():
+                    s_q = float(self.size_f[q])
+                    if s_q >= s_r or s_q < gap or self._rep_part[q] == p_r:
+                        continue
+                    if self.dir_load[d] - s_r + s_q > self.hard[d]:
+                        break  # larger q only make d fuller
+                    if b_e != b_d and not self._may_join(q, b_d):
+                        continue
+                    if not self._budget_allows_two(r, q):
+                        return -1
+                    self._apply(r, e)
+                    self._apply(q, d)
+                    return r
+        return -1
 
     def make_room_for(self, r: int) -> int:
         """Last resort before refusing a plan: a directory that r may join except for room is

@@ -172,3 +172,26 @@ def test_a_roomy_cluster_always_gets_a_plan_in_every_mode() -> None:
             request = Request(mode=mode, brokers=brokers)
             result = make_plan(cluster, request, goals=Goals(), detail=False)
             check_hard_rules(cluster, request, result, Goals())
+
+
+def test_full_mode_swaps_two_replicas_when_nothing_can_simply_leave_an_over_full_dir() -> None:
+    # A small packed cluster (found by comparing refusals with a HiGHS feasibility model):
+    # a dir above the capacity threshold whose replicas fit nowhere as they are, but do
+    # once a smaller replica from the receiving dir comes back in exchange.
+    shape = Shape(
+        brokers=7,
+        disks=2,
+        replicas=84,
+        replication=2,
+        racks=2,
+        new_brokers=2,
+        draining_dirs=2,
+        disk_sizes=(1.0, 1.5, 2.0),
+        target_utilisation=0.65,
+        seed=2961,
+    )
+    cluster = generate(shape)
+    request = Request(mode="full")
+    result = make_plan(cluster, request, goals=Goals(), detail=False)
+    check_hard_rules(cluster, request, result, Goals())
+    assert result.summary["after"]["dirsOverCapacityThreshold"] == 0
