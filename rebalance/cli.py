@@ -147,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         f"lower bound {summary['lowerBounds']['bytes']:.0f} bytes"
     )
     for item in summary["unmet"]:
-        print(f"unmet: {item['goal']}: {item['why']}", file=sys.stderr)
+        # "unachievable": out of reach under the hard rules; "unmet": a planner shortfall.
+        print(f"{item.get('status', 'unmet')}: {item['goal']}: {item['why']}", file=sys.stderr)
     return 0
 
 
