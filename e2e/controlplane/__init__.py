@@ -5,6 +5,6 @@ only starts, waits for and stops them (``local``). Nothing here mocks the API se
 tests need the real server's schema validation, CEL, watches and garbage collection.
 """
 
-from controlplane.local import Binaries, ControlPlaneError, LocalControlPlane
+from controlplane.local import Binaries, ControlPlaneError, LocalControlPlane, stop_process_group
 
-__all__ = ["Binaries", "ControlPlaneError", "LocalControlPlane"]
+__all__ = ["Binaries", "ControlPlaneError", "LocalControlPlane", "stop_process_group"]

@@ -700,6 +700,19 @@ def _is_ours(pid: int, state_dir: Path) -> bool:
     return not zombie and str(state_dir).encode() in cmdline
 
 
+def stop_process_group(proc: subprocess.Popen[bytes], *, grace: float = 20.0) -> None:
+    """Stop a process started with ``start_new_session=True`` and everything it spawned:
+    SIGTERM to its group, SIGKILL after ``grace`` seconds. Used for operators run by tests."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def stop_recorded(state_dir: Path, *, grace: float = 15.0) -> list[str]:
     """Stop the processes recorded in ``state_dir/processes.json`` (from this or another
     process), last started first. Returns the names that were running."""

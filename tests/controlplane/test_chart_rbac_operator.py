@@ -5,8 +5,6 @@ it reconcile a Broker, then delete it. Any verb the chart forgot shows up as a 4
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from controlplane import LocalControlPlane
+from controlplane import LocalControlPlane, stop_process_group
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "spindle"
@@ -89,13 +87,7 @@ def chart_operator(kube: LocalControlPlane, tmp_path: Path) -> Iterator[tuple[st
     try:
         yield served, log_path
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        stop_process_group(proc)
         kube.helm("uninstall", release, "--namespace", system, check=False)
         kube.kubectl("delete", "namespace", served, system, "--wait=false", check=False)
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
 import socket
 import subprocess
 import sys
@@ -18,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from controlplane import stop_process_group
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_NAMES = [
@@ -153,13 +152,7 @@ def operator(spindle_crds: Any, tmp_path_factory: pytest.TempPathFactory) -> Ite
             time.sleep(0.25)
         yield log_path
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        stop_process_group(proc)
 
 
 @pytest.fixture(name="wait_for")

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -12,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from controlplane import stop_process_group
 
 pytestmark = pytest.mark.slow
 
@@ -75,9 +74,4 @@ def test_kopf_run_module_reconciles_a_broker(
             assert body["status"]["volumes"] == "0/1"
             assert cluster.get("pvc", "data-0-cli") is not None
         finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            stop_process_group(proc)
