@@ -75,6 +75,7 @@ from .header import (
     encode_response_header,
     parse_request_header,
     peek_key_version_correlation,
+    write_uvarint,
 )
 
 
@@ -338,7 +339,7 @@ def encode_response_parts(
         if flexible:
             if encoded[at - 1] != 17:
                 raise AssertionError("unexpected compact length before a records marker")
-            head, prefix = view[cursor : at - 1], _uvarint(len(blob) + 1)
+            head, prefix = view[cursor : at - 1], write_uvarint(len(blob) + 1)
         else:
             if encoded[at - 4 : at] != b"\x00\x00\x00\x10":
                 raise AssertionError("unexpected length before a records marker")
@@ -349,15 +350,6 @@ def encode_response_parts(
     parts.append(view[cursor:])
     total += len(encoded) - cursor
     return total, parts
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def api_versions_body(request: Request) -> dict[str, Any]:
