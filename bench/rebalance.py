@@ -104,6 +104,19 @@ def run_size(spark: Any, name: str, *, seed: int, workdir: Path) -> dict[str, An
         "greedyS": round(t["core"], 2),
         "reportS": round(t["report"], 2),
         "planningS": round(planning, 2),
+        # Where planning time goes: the Spark stage (scales out) against the sequential
+        # greedy driver, and inside the driver its phases and destination scoring.
+        "sparkShareOfPlanning": round(t["prepare"] / planning, 3),
+        "driverShareOfPlanning": round(t["core"] / planning, 3),
+        "greedyProfile": {
+            k: (int(v) if k.endswith("Calls") else round(v, 3))
+            for k, v in result.core_profile.items()
+        },
+        "destScoringShareOfGreedy": round(
+            result.core_profile.get("destScoringS", 0.0) / t["core"], 3
+        )
+        if t["core"]
+        else None,
         "targetS": target,
         "planningOverTarget": round(planning / target, 3),
         "moves": s["moves"],

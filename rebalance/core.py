@@ -22,6 +22,7 @@ lowest index; the same snapshot gives the same moves.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -52,6 +53,9 @@ class Outcome:
     n_moves: int = 0
     #: Which replica leads each partition after the plan (differs only with leader_reorder).
     leader: np.ndarray | None = None
+    #: Seconds the driver spent per phase, and inside destination scoring (``dest_cross`` /
+    #: ``dest_intra``) with how many destinations it scored: where the sequential time goes.
+    profile: dict[str, float] = field(default_factory=dict)
 
 
 class Planner:
@@ -157,6 +161,8 @@ class Planner:
         self._small_list: list[int] = []
         self._by_broker: np.ndarray | None = None
         self._small_ptr: list[int] = []
+        self._dest_s = 0.0
+        self._dest_n = 0
 
     # ----------------------------------------------------------------- bookkeeping
 
@@ -268,6 +274,25 @@ class Planner:
         goal: str = "bytes",
         joined: bool = False,
     ) -> int:
+        """``_dest_cross``, timed (the profile reports destination scoring separately)."""
+        t0 = time.perf_counter()
+        try:
+            return self._dest_cross(
+                r, strict=strict, only_broker=only_broker, goal=goal, joined=joined
+            )
+        finally:
+            self._dest_s += time.perf_counter() - t0
+            self._dest_n += 1
+
+    def _dest_cross(
+        self,
+        r: int,
+        *,
+        strict: bool,
+        only_broker: int,
+        goal: str,
+        joined: bool,
+    ) -> int:
         """Best directory on another broker for r, or -1. ``strict``: the destination broker and
         directory stay inside their bands (and count bands), as balancing moves must; otherwise
         the bands only rank the choices (evacuations must go somewhere)."""
@@ -337,6 +362,15 @@ class Planner:
         return int(cand[int(np.argmin(score))])
 
     def dest_intra(self, r: int, *, strict: bool) -> int:
+        """``_dest_intra``, timed like ``dest_cross``."""
+        t0 = time.perf_counter()
+        try:
+            return self._dest_intra(r, strict=strict)
+        finally:
+            self._dest_s += time.perf_counter() - t0
+            self._dest_n += 1
+
+    def _dest_intra(self, r: int, *, strict: bool) -> int:
         """Best other directory on r's own broker, or -1."""
         b = int(self.cur_b[r])
         if not self.s.intra_ok[b]:
@@ -1033,15 +1067,29 @@ class Planner:
     # ----------------------------------------------------------------- driver
 
     def run(self) -> Outcome:
+        prof: dict[str, float] = {}
+        mark = time.perf_counter()
+
+        def lap(name: str) -> None:
+            nonlocal mark
+            now = time.perf_counter()
+            prof[name] = prof.get(name, 0.0) + now - mark
+            mark = now
+
         self.evacuate()
+        lap("evacuateS")
         if self.s.fix_racks and not self.capped:
             self.fix_racks()
+        lap("fixRacksS")
         if self.s.balance_disks and not self.capped:
             self.relieve_capacity()
+        lap("relieveCapacityS")
         if self.s.balance_brokers and self.s.cross_ok and not self.capped:
             self.balance_broker_bytes()
+        lap("brokerBytesS")
         if self.s.balance_disks and not self.capped:
             self.balance_disks()
+        lap("diskBytesS")
         if self.s.balance_counts and self.s.cross_ok and not self.capped:
             # Leader moves can push a replica count out again (and the reverse): two rounds.
             for _ in range(3):
@@ -1051,13 +1099,17 @@ class Planner:
                 self.balance_counts(leaders=True)
                 if self._counts_in_band():
                     break
+        lap("countsS")
         if self.s.balance_disks and not self.capped:
             self.balance_disks()
+        lap("diskBytesS")
         if self.capped:
             self.unmet.append(
                 {"goal": "caps", "why": "--max-moves/--max-bytes reached; planning stopped"}
             )
         self._check_capacity()
+        prof["destScoringS"] = self._dest_s
+        prof["destScoringCalls"] = float(self._dest_n)
         return Outcome(
             cur_broker=self.cur_b,
             cur_dir=self.cur_d,
@@ -1067,6 +1119,7 @@ class Planner:
             capped=self.capped,
             n_moves=self.n_moves,
             leader=self.lead,
+            profile=prof,
         )
 
     def _check_capacity(self) -> None:

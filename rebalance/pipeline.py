@@ -37,6 +37,9 @@ class PlanResult:
     #: Replica moves the core made (each replica moves at most once, so this equals the
     #: number of replicas whose broker or directory changed).
     core_moves: int
+    #: Where the greedy driver's time went: seconds per phase, and inside destination
+    #: scoring (with the number of destinations scored); see ``core.Outcome.profile``.
+    core_profile: dict[str, float]
 
 
 def make_plan(
@@ -172,4 +175,5 @@ def make_plan(
         timings=timings,
         placement=(outcome.cur_broker, outcome.cur_dir),
         core_moves=outcome.n_moves,
+        core_profile=dict(outcome.profile),
     )
