@@ -69,6 +69,20 @@ def dir_loads(cluster: Cluster, scope: Scope, cur_dir: np.ndarray) -> np.ndarray
     return rep + np.where(scope.hosting, cluster.dir_external(), 0)
 
 
+def broker_loads(
+    cluster: Cluster, scope: Scope, cur_dir: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per-directory load and capacity, then per-broker load and capacity over hosting
+    directories, and which brokers host at all: what every balance figure starts from."""
+    host = scope.hosting
+    load = dir_loads(cluster, scope, cur_dir)
+    total = cluster.dir_total.astype(float)
+    n_b = cluster.n_brokers
+    b_load = np.bincount(cluster.dir_broker, weights=load * host, minlength=n_b)
+    b_cap = np.bincount(cluster.dir_broker, weights=total * host, minlength=n_b)
+    return load, total, b_load, b_cap, b_cap > 0
+
+
 def figures(
     cluster: Cluster,
     scope: Scope,
@@ -81,12 +95,8 @@ def figures(
     and brokers that keep at least one count; replicas stranded on Offline dirs are left out
     of counts (they serve nothing)."""
     host = scope.hosting
-    load = dir_loads(cluster, scope, cur_dir)
-    total = cluster.dir_total.astype(float)
     n_b = cluster.n_brokers
-    b_load = np.bincount(cluster.dir_broker, weights=load * host, minlength=n_b)
-    b_cap = np.bincount(cluster.dir_broker, weights=total * host, minlength=n_b)
-    hb = b_cap > 0
+    load, total, b_load, b_cap, hb = broker_loads(cluster, scope, cur_dir)
     mean = float(b_load.sum() / b_cap.sum()) if b_cap.sum() else 0.0
     util = np.divide(b_load, b_cap, out=np.zeros(n_b), where=hb)
     active = host & (cluster.dir_state == ACTIVE)
@@ -411,12 +421,8 @@ def offenders(
     offline_b = np.zeros(cluster.n_brokers, bool)
     offline_b[cluster.dir_broker[cluster.dir_state == OFFLINE]] = True
     host = scope.hosting
-    load = dir_loads(cluster, scope, cur_dir)
-    total = cluster.dir_total.astype(float)
     n_b = cluster.n_brokers
-    b_load = np.bincount(cluster.dir_broker, weights=load * host, minlength=n_b)
-    b_cap = np.bincount(cluster.dir_broker, weights=total * host, minlength=n_b)
-    hb = b_cap > 0
+    load, total, b_load, b_cap, hb = broker_loads(cluster, scope, cur_dir)
     blocked = (
         "broker has an Offline directory: Kafka answers AlterReplicaLogDirs there with "
         "KAFKA_STORAGE_ERROR, so its disks are not rebalanced and it receives no replicas"
