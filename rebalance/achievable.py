@@ -114,7 +114,18 @@ def unachievable(cluster: Cluster, scope: Scope, goals: Goals) -> dict[str, dict
             )
 
     if goals.rack_aware:
-        _rack_limits(cluster, scope, goals, out, stuck=stuck, host_b=hb, hi_b=hi_b, lo_b=lo_b)
+        _rack_limits(
+            cluster,
+            scope,
+            goals,
+            out,
+            stuck=stuck,
+            host_b=hb,
+            hi_b=hi_b,
+            lo_b=lo_b,
+            closed=closed,
+            b_load=b_load,
+        )
 
     active = host & (cluster.dir_state == ACTIVE)
     db = goals.disk_balance
@@ -166,12 +177,18 @@ def _rack_limits(
     host_b: np.ndarray,
     hi_b: np.ndarray,
     lo_b: np.ndarray,
+    closed: np.ndarray,
+    b_load: np.ndarray,
 ) -> None:
     """Rack awareness fixes how much each rack holds: with k racks and at most m replicas of
     a partition per rack, every rack holds at least ``rf - m * (k - 1)`` and at most ``m`` of
     each partition's replicas, whatever the plan. When racks have different numbers (or
     sizes) of brokers, that can put a whole rack's brokers above (or below) their byte or
-    replica-count bands. Every broker of such a rack is marked for that goal."""
+    replica-count bands. Every broker of such a rack is marked for that goal.
+
+    A broker of the rack that may not receive (``closed``) can only lose, so at most what it
+    holds today counts towards the rack's minimum; the rest lands on the rack's open brokers,
+    and it is their bands that must hold it."""
     k = hosting_racks(cluster, scope)
     if k <= 1 or cluster.n_replicas == 0:
         return
@@ -199,16 +216,30 @@ def _rack_limits(
     mean_reps = float((~stuck).sum()) / n_host
     c_hi = int(np.ceil(goals.replica_balance * mean_reps))
     c_lo = int(np.floor((2 - goals.replica_balance) * mean_reps))
+    serving = scope.hosting[cluster.rep_dir]
+    counts = np.bincount(cluster.rep_broker[serving], minlength=n_b)
     for rk in np.unique(rack[host_b]).tolist():
         members = np.flatnonzero(host_b & (rack == rk))
+        shut = members[closed[members]]
+        members_open = members[~closed[members]]
         name = cluster.racks[rk]
         hi_r = float((hi_b[members] - ext[members]).sum())
         lo_r = float((lo_b[members] - ext[members]).sum())
+        # What the closed brokers keep at most, and what the open ones can hold.
+        kept_bytes = float((b_load[shut] - ext[shut]).sum())
+        kept_reps = int(counts[shut].sum())
+        hi_open = float((hi_b[members_open] - ext[members_open]).sum())
         why = ""
         if min_bytes > hi_r * (1 + 1e-9):
             why = (
                 f"rack awareness puts at least {min_bytes:.4g} replica bytes on rack {name!r} "
                 f"({len(members)} brokers), above the {hi_r:.4g} its brokers' bands hold"
+            )
+        elif len(shut) and min_bytes - kept_bytes > hi_open * (1 + 1e-9):
+            why = (
+                f"rack awareness puts at least {min_bytes:.4g} replica bytes on rack {name!r}; "
+                f"its {len(shut)} broker(s) that may not receive keep at most {kept_bytes:.4g}, "
+                f"above the {hi_open:.4g} the bands of its {len(members_open)} other brokers hold"
             )
         elif max_bytes < lo_r * (1 - 1e-9):
             why = (
@@ -223,6 +254,12 @@ def _rack_limits(
             why = (
                 f"rack awareness puts at least {min_reps} replicas on rack {name!r} "
                 f"({len(members)} brokers), above their band's {c_hi} each"
+            )
+        elif len(shut) and min_reps - kept_reps > c_hi * len(members_open):
+            why = (
+                f"rack awareness puts at least {min_reps} replicas on rack {name!r}; its "
+                f"{len(shut)} broker(s) that may not receive keep at most {kept_reps}, so its "
+                f"{len(members_open)} other brokers hold more than their band's {c_hi} each"
             )
         elif max_reps < c_lo * len(members):
             why = (

@@ -1,0 +1,373 @@
+"""Exchanges: count moves that keep bytes where the byte bands want them.
+
+Why: the count phases move one replica at a time. On mid-size clusters that stops short in
+two ways. A broker above the leader band often sits inside its byte band with no room to
+lose a leader's bytes, and the brokers with room for a leader are full; a broker above the
+replica band is often at the bottom of its byte band, so any replica it gives takes it below.
+Trading fixes both: a leader for a follower of about the same size moves one leader each way
+and leaves bytes and replica counts as they were; two small replicas for one of about their
+total size moves one replica count each way and leaves bytes as they were.
+
+What one exchange is: between a giving broker A and a taking broker B, one or two unmoved
+replicas go from A to one directory of B, and none or one unmoved replica goes from B to one
+directory of A. Every candidate (out-set x in-set x destination directories) is judged with
+array operations over the few brokers involved, against the same figures the summary uses:
+
+  - hard rules: destination Active and receivable, under the capacity threshold; partition
+    rules (one replica per broker, rack limit) for every replica that changes broker; every
+    replica moves at most once;
+  - no band gets worse: each of the two brokers' byte band and every Active directory of both
+    (their band follows the broker's mean, which the exchange shifts) ends inside its band or
+    no further from it than before;
+  - counts: the replica and leader count violation of the two brokers together falls for the
+    goal being worked on and does not rise for the other.
+
+Among the candidates that pass, the largest fall of the violation wins, then the fewest bytes
+moved, ties to the lowest index (deterministic). Brokers of one rack trade without touching
+rack limits, so when racks are uneven the same-rack partners are always among those tried.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+from spindle.rebalance.prepare import rack_limits
+
+if TYPE_CHECKING:
+    from spindle.rebalance.core import Planner
+
+#: Smallest unmoved replicas of each kind (leader, follower) per broker taken as singles.
+POOL = 96
+#: Smallest unmoved replicas per broker combined two at a time (POOL2 * (POOL2 - 1) / 2 pairs).
+POOL2 = 24
+#: Partner brokers tried for one offender (plus every other broker of its rack).
+PARTNERS = 6
+#: Candidates whose directories are checked at once, best first.
+CHUNK = 1024
+#: Relative tolerance when comparing a band distance with the one before.
+EPS = 1e-9
+
+
+def exchange_counts(pl: Planner) -> int:
+    """Even out replica and leader counts with exchanges; returns how many were made."""
+    return _Exchanger(pl).run()
+
+
+class _Exchanger:
+    def __init__(self, pl: Planner) -> None:
+        self.pl = pl
+        c = pl.c
+        self.c = c
+        self.total = c.dir_total.astype(np.float64)
+        self.db = pl.g.disk_balance
+        self.rack = c.broker_rack.astype(np.int64)
+        self.rf = np.diff(c.part_start)
+        n_racks = len(np.unique(self.rack[pl.host_b])) if pl.host_b.any() else 0
+        self.limit = rack_limits(self.rf, n_racks)
+        self.recv_b = pl.recv_broker()
+        # Replicas per broker, smallest first (snapshot order breaks ties): filtered per use.
+        order = np.lexsort((np.arange(c.n_replicas), pl.size_f, pl.cur_b))
+        starts = np.searchsorted(pl.cur_b[order], np.arange(c.n_brokers + 1))
+        self.by_b = [order[starts[b] : starts[b + 1]] for b in range(c.n_brokers)]
+        slot = np.arange(c.n_replicas) - c.part_start[c.rep_part]
+        self.members = np.full((c.n_partitions, max(int(self.rf.max(initial=0)), 1)), -1)
+        self.members[c.rep_part, slot] = pl.cur_b
+        self.slot = slot
+        self.made = 0
+        self._last_tried: set[int] = set()
+
+    # ------------------------------------------------------------------ state
+
+    def _viol(self, goal: str) -> np.ndarray:
+        """Per broker: how far its count is outside the band (below counts only where it may
+        receive; a broker that cannot receive can only lose)."""
+        pl = self.pl
+        if goal == "reps":
+            cnt, hi, lo = pl.b_reps, pl.c_hi, pl.c_lo
+        else:
+            cnt, hi, lo = pl.b_leaders, pl.l_hi, pl.l_lo
+        over = np.maximum(cnt - hi, 0)
+        under = np.where(self.recv_b, np.maximum(lo - cnt, 0), 0)
+        return np.where(pl.host_b, over + under, 0)
+
+    def _pool(self, b: int, other: int) -> np.ndarray:
+        """Broker b's unmoved serving replicas that may join broker ``other``: the POOL
+        smallest leaders and the POOL smallest followers, smallest first."""
+        pl = self.pl
+        reps = self.by_b[b]
+        reps = reps[~pl.moved[reps] & pl.hosting[pl.cur_d[reps]] & (pl.cur_b[reps] == b)]
+        reps = reps[self._may_join(reps, other)]
+        lead = pl.lead[reps]
+        out = np.concatenate([reps[lead][:POOL], reps[~lead][:POOL]])
+        return out[np.lexsort((out, pl.size_f[out]))]
+
+    def _may_join(self, reps: np.ndarray, b: int) -> np.ndarray:
+        parts = self.c.rep_part[reps]
+        mem = self.members[parts]
+        ok: np.ndarray = ~(mem == b).any(axis=1)
+        if self.pl.g.rack_aware:
+            rk = self.rack[b]
+            on = (np.where(mem >= 0, self.rack[np.maximum(mem, 0)], -1) == rk).sum(axis=1)
+            on -= self.rack[self.pl.cur_b[reps]] == rk
+            ok &= on < self.limit[parts]
+        return ok
+
+    def _apply(self, r: int, d: int) -> None:
+        self.pl._apply(r, d)
+        self.members[int(self.c.rep_part[r]), int(self.slot[r])] = int(self.pl.dir_b[d])
+
+    # ------------------------------------------------------------------ driver
+
+    def run(self) -> int:
+        pl = self.pl
+        stuck: dict[tuple[str, int], set[int]] = {}
+        budget = 8 * self.c.n_brokers + int(self._viol("reps").sum() + self._viol("leaders").sum())
+        while budget > 0 and not pl.capped:
+            budget -= 1
+            best: tuple[int, str, int] = (0, "", -1)
+            for goal in ("reps", "leaders"):
+                v = self._viol(goal)
+                for b in np.argsort(-v, kind="stable").tolist():
+                    if v[b] <= 0:
+                        break
+                    if (goal, b) not in stuck:
+                        if v[b] > best[0]:
+                            best = (int(v[b]), goal, b)
+                        break
+            if best[2] < 0:
+                break
+            _, goal, b = best
+            touched = self._fix(goal, b)
+            if touched:
+                self.made += 1
+                # An offender that found no exchange is tried again once a broker it tried
+                # as a partner has changed.
+                for key in [k for k, tried in stuck.items() if tried & touched]:
+                    del stuck[key]
+            else:
+                stuck[goal, b] = self._last_tried
+        return self.made
+
+    def _fix(self, goal: str, b: int) -> set[int]:
+        """One exchange that lowers broker b's violation of ``goal``: the two brokers it
+        touched, or an empty set (then ``_last_tried`` holds the brokers tried)."""
+        pl = self.pl
+        cnt = pl.b_reps if goal == "reps" else pl.b_leaders
+        hi, lo = (pl.c_hi, pl.c_lo) if goal == "reps" else (pl.l_hi, pl.l_lo)
+        over = bool(cnt[b] > hi)
+        hosts = np.flatnonzero(pl.host_b)
+        if over:
+            # Partners that could take one more and stay in band: may receive, fewest first.
+            hosts = hosts[self.recv_b[hosts] & (cnt[hosts] + 1 <= hi)]
+            cand = [int(x) for x in hosts[np.argsort(cnt[hosts], kind="stable")] if x != b]
+        else:
+            # Partners that could give one and stay in band (or may not receive), most first.
+            hosts = hosts[(cnt[hosts] - 1 >= lo) | ~self.recv_b[hosts]]
+            cand = [int(x) for x in hosts[np.argsort(-cnt[hosts], kind="stable")] if x != b]
+        same = [x for x in cand if self.rack[x] == self.rack[b]]
+        tried = cand[:PARTNERS] + [x for x in same if x not in cand[:PARTNERS]]
+        self._last_tried = {b, *tried}
+        best: tuple[float, float, int, int, list[tuple[int, int]]] | None = None
+        for partner in tried:
+            giver, taker = (b, partner) if over else (partner, b)
+            found = self._best_exchange(giver, taker, goal)
+            if found is not None and (best is None or found[:2] < best[:2]):
+                best = (found[0], found[1], giver, taker, found[2])
+        if best is None:
+            return set()
+        if not self._commit(best[4]):
+            return set()
+        return {best[2], best[3]}
+
+    def _commit(self, moves: list[tuple[int, int]]) -> bool:
+        pl = self.pl
+        if len(moves) == 1 and not pl._budget_allows(moves[0][0]):
+            return False
+        if len(moves) == 2 and not pl._budget_allows_two(moves[0][0], moves[1][0]):
+            return False
+        for r, d in moves:
+            self._apply(r, d)
+        return True
+
+    # ------------------------------------------------------------------ search
+
+    def _best_exchange(
+        self, a: int, b: int, goal: str
+    ) -> tuple[float, float, list[tuple[int, int]]] | None:
+        """Best exchange with A = a giving one or two replicas to B = b and B giving back none
+        or one: (-violation fall, bytes moved, [(replica, destination dir)]) or None."""
+        pl = self.pl
+        if not self.recv_b[b]:
+            return None
+        out_pool = self._pool(a, b)
+        in_pool = self._pool(b, a) if self.recv_b[a] else np.zeros(0, np.int64)
+        caps = pl.req.max_moves is not None or pl.req.max_bytes is not None
+        # Out-sets: singles, then pairs of the POOL2 smallest (three moves: not under caps).
+        o1 = out_pool
+        o2 = np.full(len(o1), -1)
+        if not caps and len(out_pool) > 1:
+            small = out_pool[:POOL2]
+            i, j = np.triu_indices(len(small), 1)
+            o1 = np.concatenate([o1, small[i]])
+            o2 = np.concatenate([o2, small[j]])
+        ins = np.concatenate([[-1], in_pool]).astype(np.int64)
+        # Every (out-set, in-replica) pair, flat; then the same-partition swaps.
+        po = np.repeat(np.arange(len(o1)), len(ins))
+        p1, p2, pi = o1[po], o2[po], np.tile(ins, len(o1))
+        if self.recv_b[a] and goal == "leaders":
+            tl, tf = self._twins(a, b)
+            p1 = np.concatenate([p1, tl])
+            p2 = np.concatenate([p2, np.full(len(tl), -1)])
+            pi = np.concatenate([pi, tf])
+        if caps:
+            keep = p2 < 0
+            p1, p2, pi = p1[keep], p2[keep], pi[keep]
+        if len(p1) == 0:
+            return None
+        s = pl.size_f
+        has2, hasi = p2 >= 0, pi >= 0
+        q2, qi = np.maximum(p2, 0), np.maximum(pi, 0)
+        s1 = s[p1]
+        s2 = np.where(has2, s[q2], 0.0)
+        si = np.where(hasi, s[qi], 0.0)
+        n_o = 1 + has2.astype(np.int64)
+        n_i = hasi.astype(np.int64)
+        l_o = pl.lead[p1].astype(np.int64) + (has2 & pl.lead[q2])
+        l_i = (hasi & pl.lead[qi]).astype(np.int64)
+
+        fall: dict[str, np.ndarray] = {}
+        for g, cnt, hi, lo, d_o, d_i in (
+            ("reps", pl.b_reps, pl.c_hi, pl.c_lo, n_o, n_i),
+            ("leaders", pl.b_leaders, pl.l_hi, pl.l_lo, l_o, l_i),
+        ):
+            before = self._cviol(cnt[a], hi, lo, a) + self._cviol(cnt[b], hi, lo, b)
+            after = self._cviol(cnt[a] - d_o + d_i, hi, lo, a) + self._cviol(
+                cnt[b] + d_o - d_i, hi, lo, b
+            )
+            fall[g] = before - after
+        moved_bytes = s1 + s2 + si
+        delta = si - s1 - s2  # change of A's bytes
+        other = "leaders" if goal == "reps" else "reps"
+        ok = (fall[goal] > 0) & (fall[other] >= 0)
+        ok &= self._bband(a, delta) & self._bband(b, -delta)
+        sel = np.flatnonzero(ok)
+        if len(sel) == 0:
+            return None
+
+        # Destinations: on B, the in-replica's dir or B's emptiest receivable dir; on A, the
+        # first out-replica's dir or A's emptiest receivable dir.
+        e_b_empty = self._emptiest(b)
+        e_a_empty = self._emptiest(a)
+        d1 = pl.cur_d[p1]
+        di = np.where(hasi, pl.cur_d[qi], -1)
+        variants = []
+        for ea_kind in (0, 1):
+            for eb_kind in (0, 1):
+                eb = np.where(hasi, di, -1) if eb_kind == 0 else np.full(len(p1), e_b_empty)
+                # -2: a plain move (no in-replica) is tried under the first variant only.
+                ea = np.where(hasi, d1, -1) if ea_kind == 0 else np.where(hasi, e_a_empty, -2)
+                v_ok = ok & (eb >= 0) & pl.recv[np.maximum(eb, 0)]
+                v_ok &= (ea == -1) | ((ea >= 0) & pl.recv[np.maximum(ea, 0)])
+                idx = np.flatnonzero(v_ok)
+                variants.append((idx, ea[idx], eb[idx]))
+        idx = np.concatenate([v[0] for v in variants])
+        if len(idx) == 0:
+            return None
+        ea = np.concatenate([v[1] for v in variants])
+        eb = np.concatenate([v[2] for v in variants])
+        order = np.lexsort((np.arange(len(idx)), moved_bytes[idx], -fall[goal][idx]))
+        idx, ea, eb = idx[order], ea[order], eb[order]
+        dirs_a, dirs_b = pl.dirs_of[a], pl.dirs_of[b]
+        d2 = np.where(has2, pl.cur_d[q2], -1)
+        for at in range(0, len(idx), CHUNK):
+            k = idx[at : at + CHUNK]
+            ka, kb = ea[at : at + CHUNK], eb[at : at + CHUNK]
+            da = -((d1[k, None] == dirs_a[None, :]) * s1[k, None])
+            da = da - (d2[k, None] == dirs_a[None, :]) * s2[k, None]
+            da = da + (ka[:, None] == dirs_a[None, :]) * si[k, None]
+            dbm = (kb[:, None] == dirs_b[None, :]) * (s1 + s2)[k, None]
+            dbm = dbm - (di[k, None] == dirs_b[None, :]) * si[k, None]
+            good = self._dirs_ok(dirs_a, da) & self._dirs_ok(dirs_b, dbm)
+            hit = np.flatnonzero(good)
+            if len(hit):
+                h = int(hit[0])
+                r = int(k[h])
+                moves = [(int(p1[r]), int(kb[h]))]
+                if has2[r]:
+                    moves.append((int(p2[r]), int(kb[h])))
+                if hasi[r]:
+                    moves.append((int(pi[r]), int(ka[h])))
+                return (-float(fall[goal][r]), float(moved_bytes[r]), moves)
+        return None
+
+    def _twins(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """Leaders on a whose partition has an unmoved follower on b, with that follower
+        (the POOL smallest): swapping the two keeps the partition's brokers as they are, so
+        the partition rules hold, and moves one leader from a to b."""
+        pl = self.pl
+        reps = self.by_b[a]
+        reps = reps[pl.lead[reps] & ~pl.moved[reps] & (pl.cur_b[reps] == a)]
+        reps = reps[pl.hosting[pl.cur_d[reps]]]
+        mem = self.members[self.c.rep_part[reps]]
+        col = np.argmax(mem == b, axis=1)
+        has = (mem == b).any(axis=1)
+        reps, col = reps[has], col[has]
+        sib = self.c.part_start[self.c.rep_part[reps]] + col
+        ok = ~pl.moved[sib] & ~pl.lead[sib] & pl.hosting[pl.cur_d[sib]]
+        return reps[ok][:POOL], sib[ok][:POOL].astype(np.int64)
+
+    def _emptiest(self, b: int) -> int:
+        """Broker b's receivable dir with the lowest utilisation, or -1."""
+        pl = self.pl
+        dirs = pl.dirs_of[b]
+        dirs = dirs[pl.recv[dirs]]
+        if len(dirs) == 0:
+            return -1
+        return int(dirs[int(np.argmin(pl.dir_load[dirs] / self.total[dirs]))])
+
+    def _cviol(self, cnt: object, hi: int, lo: int, b: int) -> np.ndarray:
+        c = np.asarray(cnt)
+        under = np.maximum(lo - c, 0) if self.recv_b[b] else 0
+        return np.asarray(np.maximum(c - hi, 0) + under)
+
+    def _bband(self, b: int, delta: np.ndarray) -> np.ndarray:
+        """Broker b's byte band after adding ``delta`` bytes: inside, or no further out."""
+        pl = self.pl
+        lo, hi = float(pl.b_lo[b]), float(pl.b_hi[b])
+        now = float(pl.b_load[b])
+        after = now + delta
+        tol = EPS * max(hi, 1.0)
+        d_after = np.maximum(after - hi, 0) + np.maximum(lo - after, 0)
+        d_before = max(now - hi, 0.0) + max(lo - now, 0.0)
+        return np.asarray(d_after <= d_before + tol)
+
+    def _dirs_ok(self, dirs: np.ndarray, delta: np.ndarray) -> np.ndarray:
+        """Every hosting dir of one broker after adding ``delta`` (... x dirs): no receiving dir
+        above the capacity threshold, and every Active dir inside its band (relative to the
+        broker's Active mean after the exchange) or no further from it than before."""
+        pl = self.pl
+        load = pl.dir_load[dirs]
+        tot = self.total[dirs]
+        act = pl.active[dirs]
+        hard = pl.hard[dirs]
+        after = load + delta
+        grew = delta > 0
+        ok = ~(grew & (after > hard + 0.5)).any(axis=-1)
+        a_cap = float(tot[act].sum())
+        if a_cap <= 0:
+            return np.asarray(ok)
+        a_now = float(load[act].sum())
+        a_after = a_now + (delta * act).sum(axis=-1)
+        u_now = a_now / a_cap
+        u_after = a_after / a_cap
+        db = self.db
+        d_before = np.maximum(load - db * u_now * tot, 0) + np.maximum(
+            (2 - db) * u_now * tot - load, 0
+        )
+        ua = u_after[..., None]
+        d_after = np.maximum(after - db * ua * tot, 0) + np.maximum((2 - db) * ua * tot - after, 0)
+        tol = EPS * tot
+        worse = act & (d_after > d_before + tol)
+        ok &= ~worse.any(axis=-1)
+        return np.asarray(ok)
