@@ -13,6 +13,7 @@ across brokers cannot be executed; the mode proven here is ``intra-broker``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -20,14 +21,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
-from spindle.operator.snapshot import gather_snapshot
+from kafka.errors import KafkaError
+from spindle.operator.snapshot import gather_snapshot, gather_snapshot_async
 from spindle.rebalance.model import parse_snapshot
 
 from ..broker.conftest import CACHE_BIN, Broker, Etcd, make_broker
@@ -210,8 +212,61 @@ def test_intra_broker_plan_executes_with_kafka_reassign_partitions_and_loses_not
     for p, n in counts.items():
         assert got[p] == [_value(p, seq) for seq in range(n)], f"partition {p}"
 
+    # The kopf-side wrapper gathers the same document off the event loop.
+    assert asyncio.run(gather_snapshot_async(broker.bootstrap)) == after
+
     # The rebalanced broker, snapshotted afresh, needs nothing more.
     replan, resummary = _plan(after, tmp_path, "after")
     assert replan == {"version": 1, "partitions": []}
     assert resummary["before"]["diskUtilisationOverBrokerMean"]["met"] is True
     assert resummary["unmet"] == []
+
+
+def test_snapshot_of_a_live_broker_with_a_failed_disk_keeps_its_replicas_on_the_offline_dir(
+    skewed_broker: tuple[Broker, dict[int, int]], tmp_path: Path
+) -> None:
+    broker, _ = skewed_broker
+    where = _placement(gather_snapshot(broker.bootstrap))
+    failed = where[1]
+    victims = sorted(p for p, d in where.items() if d == failed)
+    subprocess.run(["mount", "-o", "remount,ro", failed], check=True)
+    try:
+        # The broker finds out on its next write there.
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks=1, retries=0)
+        deadline = time.monotonic() + 60
+        while True:
+            with suppress(KafkaError):
+                producer.send(TOPIC, b"after the failure", partition=1).get(timeout=10)
+            snap = gather_snapshot(broker.bootstrap)
+            dirs = {d["path"]: d for d in snap["brokers"][0]["logDirs"]}
+            if dirs[failed]["state"] == "Offline":
+                break
+            assert time.monotonic() < deadline, dirs
+            time.sleep(0.2)
+        producer.close()
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", failed], check=False)
+
+    # DescribeLogDirs lists nothing on the failed disk: the builder puts its replicas there.
+    assert dirs[failed] == {"path": failed, "state": "Offline", "totalBytes": -1, "usableBytes": -1}
+    assert all(d["state"] == "Active" for p, d in dirs.items() if p != failed)
+    assert _placement(snap) == where
+    cluster = parse_snapshot(snap)
+    assert cluster.n_dirs == 3
+    assert {
+        p["partition"]: p["sizeBytes"] for p in snap["partitions"] if p["partition"] in victims
+    } == dict.fromkeys(victims, 0)
+
+    # A broker with an Offline dir refuses AlterReplicaLogDirs, so intra-broker plans nothing;
+    # fix-offline must move those replicas to another broker, and there is none: refused, named.
+    plan, _ = _plan(snap, tmp_path, "offline")
+    assert plan == {"version": 1, "partitions": []}
+    snap_file, out = tmp_path / "offline-snapshot.json", tmp_path / "fix-plan.json"
+    done = subprocess.run(
+        [CLI, "plan", "--snapshot", str(snap_file), "--mode", "fix-offline", "--output", str(out),
+         "--no-spark"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{TOPIC}-{victims[0]}" in done.stderr
+    assert not out.exists()
