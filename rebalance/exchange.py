@@ -73,6 +73,8 @@ class _Exchanger:
         slot = np.arange(c.n_replicas) - c.part_start[c.rep_part]
         self.members = np.full((c.n_partitions, max(int(self.rf.max(initial=0)), 1)), -1)
         self.members[c.rep_part, slot] = pl.cur_b
+        self.members0 = np.full_like(self.members, -1)
+        self.members0[c.rep_part, slot] = c.rep_broker
         self.slot = slot
         self.made = 0
         self._last_tried: set[int] = set()
@@ -103,9 +105,13 @@ class _Exchanger:
         return out[np.lexsort((out, pl.size_f[out]))]
 
     def _may_join(self, reps: np.ndarray, b: int) -> np.ndarray:
+        """Whether each replica may move to broker b: b holds no replica of its partition now
+        and held none in the snapshot (Kafka names replicas by broker, so "moving" onto a
+        broker that had the partition is a reorder of the list, not a move), and b's rack
+        stays within the partition's rack limit."""
         parts = self.c.rep_part[reps]
         mem = self.members[parts]
-        ok: np.ndarray = ~(mem == b).any(axis=1)
+        ok: np.ndarray = ~(mem == b).any(axis=1) & ~(self.members0[parts] == b).any(axis=1)
         if self.pl.g.rack_aware:
             rk = self.rack[b]
             on = (np.where(mem >= 0, self.rack[np.maximum(mem, 0)], -1) == rk).sum(axis=1)
@@ -212,14 +218,9 @@ class _Exchanger:
             o1 = np.concatenate([o1, small[i]])
             o2 = np.concatenate([o2, small[j]])
         ins = np.concatenate([[-1], in_pool]).astype(np.int64)
-        # Every (out-set, in-replica) pair, flat; then the same-partition swaps.
+        # Every (out-set, in-replica) pair, flat.
         po = np.repeat(np.arange(len(o1)), len(ins))
         p1, p2, pi = o1[po], o2[po], np.tile(ins, len(o1))
-        if self.recv_b[a] and goal == "leaders":
-            tl, tf = self._twins(a, b)
-            p1 = np.concatenate([p1, tl])
-            p2 = np.concatenate([p2, np.full(len(tl), -1)])
-            pi = np.concatenate([pi, tf])
         if caps:
             keep = p2 < 0
             p1, p2, pi = p1[keep], p2[keep], pi[keep]
@@ -300,22 +301,6 @@ class _Exchanger:
                     moves.append((int(pi[r]), int(ka[h])))
                 return (-float(fall[goal][r]), float(moved_bytes[r]), moves)
         return None
-
-    def _twins(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
-        """Leaders on a whose partition has an unmoved follower on b, with that follower
-        (the POOL smallest): swapping the two keeps the partition's brokers as they are, so
-        the partition rules hold, and moves one leader from a to b."""
-        pl = self.pl
-        reps = self.by_b[a]
-        reps = reps[pl.lead[reps] & ~pl.moved[reps] & (pl.cur_b[reps] == a)]
-        reps = reps[pl.hosting[pl.cur_d[reps]]]
-        mem = self.members[self.c.rep_part[reps]]
-        col = np.argmax(mem == b, axis=1)
-        has = (mem == b).any(axis=1)
-        reps, col = reps[has], col[has]
-        sib = self.c.part_start[self.c.rep_part[reps]] + col
-        ok = ~pl.moved[sib] & ~pl.lead[sib] & pl.hosting[pl.cur_d[sib]]
-        return reps[ok][:POOL], sib[ok][:POOL].astype(np.int64)
 
     def _emptiest(self, b: int) -> int:
         """Broker b's receivable dir with the lowest utilisation, or -1."""

@@ -10,19 +10,21 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from spindle.rebalance import exact
 from spindle.rebalance.achievable import classify, unachievable
-from spindle.rebalance.core import plan_core
+from spindle.rebalance.core import Outcome, plan_core
 from spindle.rebalance.model import Cluster, Goals, PlanError
 from spindle.rebalance.prepare import Prepared, prepare_local
 from spindle.rebalance.report import (
     build_plan,
+    dir_loads,
     figures,
     hard_violations,
     lower_bounds,
     offenders,
     per_broker_and_dir,
 )
-from spindle.rebalance.scope import Request, build_scope
+from spindle.rebalance.scope import Request, Scope, build_scope
 
 
 @dataclass(frozen=True)
@@ -49,11 +51,20 @@ def make_plan(
     goals: Goals,
     spark: Any = None,
     detail: bool = True,
+    exact_limit: int = exact.MAX_REPLICAS,
 ) -> PlanResult:
     """Plan one request. ``spark``: a SparkSession for the preparation stage (None: numpy).
     ``detail``: include per-broker and per-directory usage in the summary.
 
-    Raises ``PlanError`` when a hard goal cannot be met, naming what and why.
+    The greedy plans first. On a cluster of at most ``exact_limit`` replicas (and no caps),
+    when the greedy refuses the plan or leaves a soft goal unmet that some plan could meet,
+    the exact planner (``exact.solve``) runs; its placement is used when it keeps the hard
+    rules and meets more of the soft goals (or the greedy had refused). The summary says
+    which planner's plan it is (``planner``) and why the exact one ran (``exact``).
+
+    Raises ``PlanError`` when a hard goal cannot be met, naming what and why, and whether
+    that was proven (the exact solver found the hard rules infeasible) or not (the greedy
+    found no destination on a cluster too large for the exact solver).
     """
     t0 = time.perf_counter()
     scope = build_scope(cluster, request)
@@ -67,31 +78,157 @@ def make_plan(
     t1 = time.perf_counter()
     outcome = plan_core(cluster, prepared, scope, goals=goals, request=request)
     t2 = time.perf_counter()
-    if outcome.hard_failures:
-        shown = "; ".join(outcome.hard_failures[:5])
-        more = len(outcome.hard_failures) - 5
+    refusal = _refusal(cluster, scope, goals, outcome)
+    cur_b, cur_d, leader = outcome.cur_broker, outcome.cur_dir, outcome.leader
+    core_moves = outcome.n_moves
+    status: dict[str, Any] = {}
+    unmet: list[dict[str, Any]] = []
+    if refusal is None:
+        status, unmet = _goal_status(cluster, scope, goals, cur_b, cur_d, leader, outcome.capped)
+        unmet = list(outcome.unmet) + unmet
+    planner = "greedy"
+    caps = request.max_moves is not None or request.max_bytes is not None
+    small = cluster.n_replicas <= exact_limit
+    shortfall = [g for g, v in status.items() if v["status"] == "unmet"]
+    exact_note: dict[str, Any] = {"ran": False}
+    if small and not caps and (refusal is not None or shortfall):
+        found = exact.solve(cluster, scope, goals)
+        exact_note = {
+            "ran": True,
+            "why": (
+                "the greedy refused the plan"
+                if refusal is not None
+                else "the greedy left achievable soft goals unmet: " + ", ".join(shortfall)
+            ),
+            "status": found.status,
+            "seconds": round(found.seconds, 3),
+            "variables": found.variables,
+            "used": False,
+        }
+        if found.cur_broker is not None and found.cur_dir is not None:
+            e_b, e_d = found.cur_broker, found.cur_dir
+            if hard_violations(cluster, scope, goals, e_b, e_d):
+                exact_note["why"] += "; its placement broke a hard rule, so it was not used"
+            else:
+                e_status, e_unmet = _goal_status(cluster, scope, goals, e_b, e_d, None, False)
+                if refusal is not None or _shortfall(e_status) < _shortfall(status):
+                    planner = "exact"
+                    exact_note["used"] = True
+                    refusal = None
+                    cur_b, cur_d, leader = e_b, e_d, cluster.rep_leader
+                    core_moves = int(((e_b != cluster.rep_broker) | (e_d != cluster.rep_dir)).sum())
+                    status, unmet = e_status, _capacity_notes(cluster, scope, goals, e_d) + e_unmet
+        elif refusal is not None and found.status == "infeasible":
+            raise PlanError(
+                f"plan refused ({request.mode}): {refusal}; the exact solver (HiGHS MIP) proved "
+                "that no placement meets the hard rules"
+            )
+    if refusal is not None:
+        if exact_note["ran"]:
+            why = f"the exact solver stopped without a usable placement: {exact_note['status']}"
+        elif caps:
+            why = "--max-moves/--max-bytes given, so the exact solver was not tried"
+        else:
+            why = f"{cluster.n_replicas} replicas, above the exact solver's limit of {exact_limit}"
         raise PlanError(
-            f"plan refused ({request.mode}): {shown}" + (f"; and {more} more" if more > 0 else "")
+            f"plan refused ({request.mode}): {refusal}; the greedy planner found no placement "
+            f"keeping the hard rules, and this was not proven impossible ({why})"
         )
-    problems = hard_violations(cluster, scope, goals, outcome.cur_broker, outcome.cur_dir)
-    if problems and not outcome.capped:
-        raise PlanError(f"plan refused ({request.mode}): " + "; ".join(problems))
-    if problems:
-        problems = [p for p in problems if "must be emptied" not in p]
-        if problems:
-            raise PlanError(f"plan refused ({request.mode}): " + "; ".join(problems))
-    plan = build_plan(cluster, outcome.cur_broker, outcome.cur_dir, outcome.leader)
-    moved = outcome.moved
-    cross = moved & (outcome.cur_broker != cluster.rep_broker)
+    capped = outcome.capped and planner == "greedy"
+    plan = build_plan(cluster, cur_b, cur_d, leader)
+    moved = (cur_b != cluster.rep_broker) | (cur_d != cluster.rep_dir)
+    cross = moved & (cur_b != cluster.rep_broker)
     intra = moved & ~cross
     size = cluster.rep_size
     bounds = lower_bounds(cluster, scope, goals)
     before = figures(cluster, scope, goals, cluster.rep_broker, cluster.rep_dir)
-    after = figures(cluster, scope, goals, outcome.cur_broker, outcome.cur_dir, outcome.leader)
+    after = figures(cluster, scope, goals, cur_b, cur_d, leader)
     bytes_moved = int(size[moved].sum())
-    unmet = list(outcome.unmet)
-    status: dict[str, Any] = {}
+    t3 = time.perf_counter()
+    summary: dict[str, Any] = {
+        "mode": request.mode,
+        "planner": planner,
+        "exact": exact_note,
+        "request": {k: v for k, v in asdict(request).items() if v not in ((), None)},
+        "goals": asdict(goals),
+        "replicas": cluster.n_replicas,
+        "partitionsChanged": len(plan["partitions"]),
+        "moves": {
+            "total": int(moved.sum()),
+            "crossBroker": int(cross.sum()),
+            "intraBroker": int(intra.sum()),
+        },
+        "preferredLeaderChanges": int(
+            np.unique(cluster.rep_part[leader != cluster.rep_leader]).size
+        )
+        if leader is not None
+        else 0,
+        "bytesMoved": {
+            "total": bytes_moved,
+            "crossBroker": int(size[cross].sum()),
+            "intraBroker": int(size[intra].sum()),
+        },
+        "lowerBounds": bounds,
+        "bytesOverLowerBound": round(bytes_moved / bounds["bytes"], 4) if bounds["bytes"] else None,
+        "before": before,
+        "after": after,
+        "goalStatus": status,
+        "unmet": unmet,
+        "capped": capped,
+    }
+    if detail:
+        brokers, dirs = per_broker_and_dir(
+            cluster,
+            scope,
+            (cluster.rep_broker, cluster.rep_dir),
+            (cur_b, cur_d),
+            leader,
+        )
+        summary["perBroker"] = brokers
+        summary["perDir"] = dirs
+    timings = {"prepare": t1 - t0, "core": t2 - t1, "report": time.perf_counter() - t2}
+    if exact_note["ran"]:
+        timings["exact"] = float(exact_note["seconds"])
+    summary["timings"] = {k: round(v, 3) for k, v in timings.items()}
+    del t3
+    return PlanResult(
+        plan=plan,
+        summary=summary,
+        timings=timings,
+        placement=(cur_b, cur_d),
+        core_moves=core_moves,
+        core_profile=dict(outcome.profile),
+    )
+
+
+def _refusal(cluster: Cluster, scope: Scope, goals: Goals, outcome: Outcome) -> str | None:
+    """Why the greedy's plan must be refused (the hard rules it could not keep), or None."""
+    if outcome.hard_failures:
+        shown = "; ".join(outcome.hard_failures[:5])
+        more = len(outcome.hard_failures) - 5
+        return shown + (f"; and {more} more" if more > 0 else "")
+    problems = hard_violations(cluster, scope, goals, outcome.cur_broker, outcome.cur_dir)
+    if problems and outcome.capped:
+        # Capped: directories left to empty are reported as unmet, not refused.
+        problems = [p for p in problems if "must be emptied" not in p]
+    return "; ".join(problems) if problems else None
+
+
+def _goal_status(
+    cluster: Cluster,
+    scope: Scope,
+    goals: Goals,
+    cur_b: np.ndarray,
+    cur_d: np.ndarray,
+    leader: np.ndarray | None,
+    capped: bool,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Each soft goal's status for a placement (met / unmet / unachievable / notInScope), and
+    the summary's ``unmet`` entries for the goals left out of band."""
+    after = figures(cluster, scope, goals, cur_b, cur_d, leader)
     impossible = unachievable(cluster, scope, goals)
+    status: dict[str, Any] = {}
+    unmet: list[dict[str, Any]] = []
     for key, on in (
         ("brokerUtilisation", scope.balance_brokers),
         ("diskUtilisationOverBrokerMean", scope.balance_disks),
@@ -105,14 +242,7 @@ def make_plan(
             []
             if after[key]["met"]
             else offenders(
-                cluster,
-                scope,
-                goals,
-                outcome.cur_broker,
-                outcome.cur_dir,
-                key,
-                leader=outcome.leader,
-                limit=cluster.n_dirs,
+                cluster, scope, goals, cur_b, cur_d, key, leader=leader, limit=cluster.n_dirs
             )
         )
         state, found = classify(key, found, impossible[key], cluster)
@@ -123,57 +253,37 @@ def make_plan(
         why = f"{after[key]['outOfBand']} out of band"
         if state == "unachievable":
             why += " (each out of reach under the hard rules: see offenders)"
-        elif outcome.capped:
+        elif capped:
             why += " (the caps stopped planning)"
         unmet.append({"goal": key, "status": state, "why": why, "offenders": found[:10]})
-    t3 = time.perf_counter()
-    summary: dict[str, Any] = {
-        "mode": request.mode,
-        "request": {k: v for k, v in asdict(request).items() if v not in ((), None)},
-        "goals": asdict(goals),
-        "replicas": cluster.n_replicas,
-        "partitionsChanged": len(plan["partitions"]),
-        "moves": {
-            "total": int(moved.sum()),
-            "crossBroker": int(cross.sum()),
-            "intraBroker": int(intra.sum()),
-        },
-        "preferredLeaderChanges": int(
-            np.unique(cluster.rep_part[outcome.leader != cluster.rep_leader]).size
-        )
-        if outcome.leader is not None
-        else 0,
-        "bytesMoved": {
-            "total": bytes_moved,
-            "crossBroker": int(size[cross].sum()),
-            "intraBroker": int(size[intra].sum()),
-        },
-        "lowerBounds": bounds,
-        "bytesOverLowerBound": round(bytes_moved / bounds["bytes"], 4) if bounds["bytes"] else None,
-        "before": before,
-        "after": after,
-        "goalStatus": status,
-        "unmet": unmet,
-        "capped": outcome.capped,
-    }
-    if detail:
-        brokers, dirs = per_broker_and_dir(
-            cluster,
-            scope,
-            (cluster.rep_broker, cluster.rep_dir),
-            (outcome.cur_broker, outcome.cur_dir),
-            outcome.leader,
-        )
-        summary["perBroker"] = brokers
-        summary["perDir"] = dirs
-    timings = {"prepare": t1 - t0, "core": t2 - t1, "report": time.perf_counter() - t2}
-    summary["timings"] = {k: round(v, 3) for k, v in timings.items()}
-    del t3
-    return PlanResult(
-        plan=plan,
-        summary=summary,
-        timings=timings,
-        placement=(outcome.cur_broker, outcome.cur_dir),
-        core_moves=outcome.n_moves,
-        core_profile=dict(outcome.profile),
+    return status, unmet
+
+
+def _shortfall(status: dict[str, Any]) -> tuple[int, int]:
+    """How far a placement is from "every achievable soft goal met": goals unmet, then
+    offenders that some plan could bring into band (smaller is better)."""
+    goals = [v for v in status.values() if v["status"] == "unmet"]
+    fixable = sum(1 for v in goals for o in v["offenders"] if o["achievable"])
+    return len(goals), fixable
+
+
+def _capacity_notes(
+    cluster: Cluster, scope: Scope, goals: Goals, cur_d: np.ndarray
+) -> list[dict[str, Any]]:
+    """Directories left above the capacity threshold by a mode that does not fix disks (the
+    exact planner's counterpart of the greedy's note)."""
+    if scope.balance_disks:
+        return []
+    load = dir_loads(cluster, scope, cur_d)
+    over = np.flatnonzero(
+        scope.hosting & (load > goals.capacity_threshold * cluster.dir_total + 0.5)
     )
+    return [
+        {
+            "goal": "capacity",
+            "why": f"broker {cluster.broker_ids[cluster.dir_broker[d]]} dir {cluster.dir_path[d]} "
+            f"ends above the capacity threshold {goals.capacity_threshold} (not in "
+            f"{scope.mode}'s scope)",
+        }
+        for d in over.tolist()
+    ]
