@@ -116,9 +116,13 @@ def solve(
     time_limit: float = TIME_LIMIT,
     node_limit: int = NODE_LIMIT,
     rel_gap: float = REL_GAP,
+    onto_holders: bool = False,
 ) -> ExactResult:
     """Best placement for the mode's scope. ``elastic=False``: the soft bands are hard
-    constraints too (the test's "exact optimum meeting every goal")."""
+    constraints too (the test's "exact optimum meeting every goal"). ``onto_holders``: let a
+    replica move onto a broker that held its partition in the snapshot (after that replica
+    left), as the hard rules allow; off by default because Kafka names replicas by broker,
+    so such a plan reorders the replica list instead of moving data."""
     t0 = time.perf_counter()
     inf = highspy.kHighsInf
     n_r, n_d, n_b = cluster.n_replicas, cluster.n_dirs, cluster.n_brokers
@@ -164,7 +168,7 @@ def solve(
             if d_b[d] == b0:
                 if not same_ok:
                     continue
-            elif not scope.cross_ok or int(d_b[d]) in siblings:
+            elif not scope.cross_ok or (not onto_holders and int(d_b[d]) in siblings):
                 # Kafka names replicas by broker: a replica "moving" onto a broker that holds
                 # the partition already is a reorder of the list (a new preferred leader),
                 # not a move, and the order is kept unless leader balance is asked for.

@@ -19,8 +19,8 @@ array operations over the few brokers involved, against the same figures the sum
   - no band gets worse: each of the two brokers' byte band and every Active directory of both
     (their band follows the broker's mean, which the exchange shifts) ends inside its band or
     no further from it than before;
-  - counts: the replica and leader count violation of the two brokers together falls for the
-    goal being worked on and does not rise for the other.
+  - counts: neither broker's replica or leader count ends further outside its band, and
+    the two brokers' violation of the goal being worked on falls.
 
 Among the candidates that pass, the largest fall of the violation wins, then the fewest bytes
 moved, ties to the lowest index (deterministic). Brokers of one rack trade without touching
@@ -237,20 +237,22 @@ class _Exchanger:
         l_o = pl.lead[p1].astype(np.int64) + (has2 & pl.lead[q2])
         l_i = (hasi & pl.lead[qi]).astype(np.int64)
 
+        # Count violations: neither broker's may grow (for either goal), and the pair's
+        # violation of the goal worked on must fall.
         fall: dict[str, np.ndarray] = {}
+        ok = np.ones(len(p1), bool)
         for g, cnt, hi, lo, d_o, d_i in (
             ("reps", pl.b_reps, pl.c_hi, pl.c_lo, n_o, n_i),
             ("leaders", pl.b_leaders, pl.l_hi, pl.l_lo, l_o, l_i),
         ):
-            before = self._cviol(cnt[a], hi, lo, a) + self._cviol(cnt[b], hi, lo, b)
-            after = self._cviol(cnt[a] - d_o + d_i, hi, lo, a) + self._cviol(
-                cnt[b] + d_o - d_i, hi, lo, b
-            )
-            fall[g] = before - after
+            va, vb = self._cviol(cnt[a], hi, lo, a), self._cviol(cnt[b], hi, lo, b)
+            wa = self._cviol(cnt[a] - d_o + d_i, hi, lo, a)
+            wb = self._cviol(cnt[b] + d_o - d_i, hi, lo, b)
+            ok &= (wa <= va) & (wb <= vb)
+            fall[g] = va + vb - wa - wb
         moved_bytes = s1 + s2 + si
         delta = si - s1 - s2  # change of A's bytes
-        other = "leaders" if goal == "reps" else "reps"
-        ok = (fall[goal] > 0) & (fall[other] >= 0)
+        ok &= fall[goal] > 0
         ok &= self._bband(a, delta) & self._bband(b, -delta)
         sel = np.flatnonzero(ok)
         if len(sel) == 0:
@@ -311,10 +313,14 @@ class _Exchanger:
             return -1
         return int(dirs[int(np.argmin(pl.dir_load[dirs] / self.total[dirs]))])
 
-    def _cviol(self, cnt: object, hi: int, lo: int, b: int) -> np.ndarray:
+    @staticmethod
+    def _cviol(cnt: object, hi: int, lo: int, b: int) -> np.ndarray:
+        """How far counts are outside [lo, hi]. Below counts for every broker here: one that
+        may not receive must not be taken below a band it is inside (it could never get back),
+        and one already below must not sink further."""
         c = np.asarray(cnt)
-        under = np.maximum(lo - c, 0) if self.recv_b[b] else 0
-        return np.asarray(np.maximum(c - hi, 0) + under)
+        del b
+        return np.asarray(np.maximum(c - hi, 0) + np.maximum(lo - c, 0))
 
     def _bband(self, b: int, delta: np.ndarray) -> np.ndarray:
         """Broker b's byte band after adding ``delta`` bytes: inside, or no further out."""

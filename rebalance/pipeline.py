@@ -93,6 +93,10 @@ def make_plan(
     exact_note: dict[str, Any] = {"ran": False}
     if small and not caps and (refusal is not None or shortfall):
         found = exact.solve(cluster, scope, goals)
+        if found.status == "infeasible" and refusal is not None:
+            # Before calling it impossible, allow what the hard rules allow and the default
+            # model leaves out (a replica onto a broker its partition has left).
+            found = exact.solve(cluster, scope, goals, onto_holders=True)
         exact_note = {
             "ran": True,
             "why": (
