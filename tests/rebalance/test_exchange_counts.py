@@ -1,0 +1,150 @@
+"""Exchanges (``exchange.exchange_counts``) even out replica and leader counts where single
+moves cannot: a leader traded for a follower of the same size, two small replicas for one of
+their total size. Every hard rule still holds and no byte or directory band gets worse.
+
+The one-move greedy's result is the baseline: the exchange phase is switched off for it by
+replacing the core's reference to ``exchange_counts`` (whether or not the core calls it yet)
+with a function that exchanges nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from spindle.rebalance import core
+from spindle.rebalance.achievable import classify, unachievable
+from spindle.rebalance.core import Planner
+from spindle.rebalance.exchange import exchange_counts
+from spindle.rebalance.generator import Shape, generate
+from spindle.rebalance.model import Cluster, Goals, parse_snapshot
+from spindle.rebalance.prepare import prepare_local
+from spindle.rebalance.report import figures, hard_violations, offenders
+from spindle.rebalance.scope import Request, build_scope
+
+from .test_modes import GIB, snapshot
+
+
+def _planner(cluster: Cluster, request: Request | None = None) -> Planner:
+    request = request or Request(mode="full")
+    scope = build_scope(cluster, request)
+    return Planner(cluster, prepare_local(cluster, scope), scope, goals=Goals(), request=request)
+
+
+def _greedy_only(monkeypatch: pytest.MonkeyPatch, cluster: Cluster) -> Planner:
+    with monkeypatch.context() as m:
+        m.setattr(core, "exchange_counts", lambda pl: 0, raising=False)
+        pl = _planner(cluster)
+        pl.run()
+    return pl
+
+
+def _with_exchanges(cluster: Cluster, request: Request | None = None) -> Planner:
+    pl = _planner(cluster, request)
+    pl.run()
+    exchange_counts(pl)  # nothing left to do once the core runs the phase itself
+    return pl
+
+
+def _fixable(cluster: Cluster, pl: Planner, goal: str) -> int:
+    """Offenders of a goal that some plan could bring into band."""
+    scope = pl.s
+    found = offenders(
+        cluster, scope, Goals(), pl.cur_b, pl.cur_d, goal, leader=pl.lead, limit=cluster.n_dirs
+    )
+    _, found = classify(goal, found, unachievable(cluster, scope, Goals())[goal], cluster)
+    return sum(1 for o in found if o["achievable"])
+
+
+def _leaders_on_broker_zero() -> dict[str, Any]:
+    """4 brokers on one rack, 16 partitions of RF 2, all 5 GiB: bytes and replica counts are
+    even, but broker 0 leads 8 partitions and broker 3 none. A broker's byte band (+-10% of
+    40 GiB) is narrower than one replica, so no single move keeps it."""
+    brokers = [(b, "a", [(f"/d{i}", "Active", 100 * GIB) for i in range(2)]) for b in range(4)]
+    parts = []
+    for p in range(16):
+        first, second = p % 4, (p + 1) % 4
+        d = f"/d{(p // 4) % 2}"
+        parts.append(("t", p, [first, second], [d, d], 5 * GIB))
+    doc = snapshot(brokers, parts)
+    for entry in doc["partitions"]:
+        if 0 in entry["replicas"]:
+            entry["leader"] = 0
+    return doc
+
+
+def test_leader_for_follower_exchanges_meet_the_leader_band_single_moves_cannot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cluster = parse_snapshot(_leaders_on_broker_zero())
+    scope = build_scope(cluster, Request(mode="full"))
+    base = _greedy_only(monkeypatch, cluster)
+    assert not figures(cluster, scope, Goals(), base.cur_b, base.cur_d, base.lead)["leaders"]["met"]
+    pl = _with_exchanges(cluster)
+    after = figures(cluster, scope, Goals(), pl.cur_b, pl.cur_d, pl.lead)
+    assert after["leaders"]["met"]
+    assert after["replicas"]["met"]
+    assert after["brokerUtilisation"]["met"]
+    assert after["diskUtilisationOverBrokerMean"]["met"]
+    assert hard_violations(cluster, scope, Goals(), pl.cur_b, pl.cur_d) == []
+    # Trades, not reorders: leadership stays with its replica, which changed broker.
+    assert (pl.lead == cluster.rep_leader).all()
+    moved = (pl.cur_b != cluster.rep_broker) | (pl.cur_d != cluster.rep_dir)
+    assert int(moved.sum()) % 2 == 0
+    assert (pl.cur_b[moved] != cluster.rep_broker[moved]).all()
+
+
+SEEDS = (6, 12, 15, 16)
+
+
+def _sweep_shape(seed: int) -> Shape:
+    # The mid-size sweep's shapes (bench/rebalance_sweep.py): 8-16 brokers, 3 racks.
+    return Shape(
+        brokers=8 + seed % 9,
+        disks=2 + seed % 3,
+        replicas=500 * (1 + seed % 6),
+        racks=3,
+        new_brokers=seed % 3,
+        offline_dirs=seed % 2,
+        draining_dirs=(seed // 2) % 2,
+        seed=seed,
+    )
+
+
+def test_exchanges_fix_count_offenders_the_greedy_leaves_and_keep_every_rule(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    before_total = after_total = 0
+    for seed in SEEDS:
+        cluster = generate(_sweep_shape(seed))
+        scope = build_scope(cluster, Request(mode="full"))
+        base = _greedy_only(monkeypatch, cluster)
+        pl = _with_exchanges(cluster)
+        assert hard_violations(cluster, scope, Goals(), pl.cur_b, pl.cur_d) == []
+        b_fig = figures(cluster, scope, Goals(), base.cur_b, base.cur_d, base.lead)
+        a_fig = figures(cluster, scope, Goals(), pl.cur_b, pl.cur_d, pl.lead)
+        for goal in ("brokerUtilisation", "diskUtilisationOverBrokerMean"):
+            assert a_fig[goal]["outOfBand"] <= b_fig[goal]["outOfBand"], (seed, goal)
+        for goal in ("replicas", "leaders"):
+            before, after = _fixable(cluster, base, goal), _fixable(cluster, pl, goal)
+            assert after <= before, (seed, goal, before, after)
+            before_total += before
+            after_total += after
+        # Each replica still moves at most once: every changed replica is marked moved once.
+        changed = (pl.cur_b != cluster.rep_broker) | (pl.cur_d != cluster.rep_dir)
+        assert (changed == pl.moved).all()
+    assert after_total < before_total / 2, (before_total, after_total)
+
+
+def test_exchanges_are_deterministic() -> None:
+    cluster = generate(_sweep_shape(6))
+    one, two = _with_exchanges(cluster), _with_exchanges(cluster)
+    assert np.array_equal(one.cur_d, two.cur_d)
+    assert np.array_equal(one.cur_b, two.cur_b)
+
+
+def test_exchanges_respect_the_move_cap() -> None:
+    cluster = parse_snapshot(_leaders_on_broker_zero())
+    for cap in (1, 2, 3):
+        pl = _with_exchanges(cluster, Request(mode="full", max_moves=cap))
+        assert int(pl.moved.sum()) <= cap
