@@ -50,7 +50,11 @@ EPS = 1e-9
 
 
 def exchange_counts(pl: Planner) -> int:
-    """Even out replica and leader counts with exchanges; returns how many were made."""
+    """Even out replica and leader counts with exchanges; returns how many were made. Does
+    nothing unless the mode balances counts across brokers, the caps have not stopped
+    planning, and some count is still out of band."""
+    if not (pl.s.balance_counts and pl.s.cross_ok) or pl.capped or pl._counts_in_band():
+        return 0
     return _Exchanger(pl).run()
 
 

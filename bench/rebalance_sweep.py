@@ -1,0 +1,161 @@
+"""Sweep of mid-size and small clusters: how often the planner leaves an achievable soft goal
+unmet or refuses a plan (not a test; run ``.venv/bin/python -P bench/rebalance_sweep.py``).
+
+Mid-size: 24 generated clusters of 8-16 brokers, 500-3000 replicas, 3 racks, some Offline
+and Draining directories and new brokers, planned in full mode (numpy preparation) twice in
+the same run: the anchor is the one-move greedy (the core's exchange phase switched off),
+then the planner as shipped (exchanges on; the exact fallback when small enough). Counted:
+plans with an "unmet" goal (a band some plan could reach), refusals, and the achievable
+count offenders left.
+
+Small: the MIP test's 12 clusters (4 brokers x 2 disks, 48 replicas) planned with the exact
+fallback off and on: plans meeting every goal, refusals, and the exact solver's times.
+
+Ends with ONE JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from spindle.rebalance import core
+from spindle.rebalance.generator import Shape, generate
+from spindle.rebalance.model import Goals, PlanError
+from spindle.rebalance.pipeline import make_plan
+from spindle.rebalance.scope import Request
+
+
+def mid_shape(seed: int) -> Shape:
+    return Shape(
+        brokers=8 + seed % 9,
+        disks=2 + seed % 3,
+        replicas=500 * (1 + seed % 6),
+        racks=3,
+        new_brokers=seed % 3,
+        offline_dirs=seed % 2,
+        draining_dirs=(seed // 2) % 2,
+        seed=seed,
+    )
+
+
+def small_shape(seed: int) -> Shape:
+    return Shape(
+        brokers=4,
+        disks=2,
+        replicas=48,
+        replication=2,
+        racks=2,
+        hot_topics=1,
+        disk_sizes=(1.0, 1.5),
+        new_brokers=seed % 2,
+        target_utilisation=0.45,
+        seed=seed,
+    )
+
+
+def one(shape: Shape, **kw: Any) -> dict[str, Any]:
+    cluster = generate(shape)
+    t0 = time.perf_counter()
+    try:
+        result = make_plan(cluster, Request(mode="full"), goals=Goals(), detail=False, **kw)
+    except PlanError as exc:
+        return {"refused": True, "why": str(exc)[:200], "s": time.perf_counter() - t0}
+    s = result.summary
+    status = {g: v["status"] for g, v in s["goalStatus"].items()}
+    fixable = {
+        g: sum(1 for o in v.get("offenders", []) if o["achievable"])
+        for g, v in s["goalStatus"].items()
+    }
+    return {
+        "refused": False,
+        "replicas": cluster.n_replicas,
+        "unmet": [g for g, st in status.items() if st == "unmet"],
+        "metAll": all(st in ("met", "notInScope") for st in status.values()),
+        "fixable": fixable,
+        "planner": s["planner"],
+        "exact": s["exact"],
+        "bytes": s["bytesMoved"]["total"],
+        "s": time.perf_counter() - t0,
+    }
+
+
+def without_exchanges(fn: Callable[[], Any]) -> Any:
+    """Run fn with the core's exchange phase switched off (the one-move greedy)."""
+    saved = getattr(core, "exchange_counts", None)
+    core.exchange_counts = lambda pl: 0  # type: ignore[attr-defined]
+    try:
+        return fn()
+    finally:
+        if saved is None:
+            del core.exchange_counts  # type: ignore[attr-defined]
+        else:
+            core.exchange_counts = saved  # type: ignore[attr-defined]
+
+
+def tally(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    done = [r for r in rows if not r["refused"]]
+    return {
+        "cases": len(rows),
+        "unmet": sum(1 for r in done if r["unmet"]),
+        "refused": sum(1 for r in rows if r["refused"]),
+        "metAll": sum(1 for r in done if r["metAll"]),
+        "fixableReplicas": sum(r["fixable"]["replicas"] for r in done),
+        "fixableLeaders": sum(r["fixable"]["leaders"] for r in done),
+        "seconds": round(sum(r["s"] for r in rows), 2),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mid", type=int, default=24, help="mid-size clusters (seeds 0..N-1)")
+    ap.add_argument("--small", type=int, default=12, help="small clusters (seeds 0..N-1)")
+    args = ap.parse_args()
+    load0 = os.getloadavg()[0]
+
+    mid_before = [without_exchanges(lambda s=s: one(mid_shape(s))) for s in range(args.mid)]
+    mid_after = [one(mid_shape(s)) for s in range(args.mid)]
+    print("seed  replicas  greedy-only unmet / fixable(reps,leaders)  shipped unmet / fixable")
+    for seed, (b, a) in enumerate(zip(mid_before, mid_after, strict=True)):
+
+        def show(r: dict[str, Any]) -> str:
+            if r["refused"]:
+                return "refused"
+            return f"{','.join(r['unmet']) or '-'} ({r['fixable']['replicas']},{r['fixable']['leaders']})"
+
+        print(f"{seed:4d}  {a.get('replicas', '-')!s:>8}  {show(b):>40}  {show(a)}")
+
+    small_greedy = [one(small_shape(s), exact_limit=0) for s in range(args.small)]
+    small_exact = [one(small_shape(s)) for s in range(args.small)]
+    solves = [r["exact"]["seconds"] for r in small_exact if not r["refused"] and r["exact"]["ran"]]
+    print("small seed  greedy met all  planner met all  planner  exact s")
+    for seed, (g, e) in enumerate(zip(small_greedy, small_exact, strict=True)):
+        ran = e.get("exact", {}).get("ran")
+        print(
+            f"{seed:10d}  {g.get('metAll', 'refused')!s:>14}  {e.get('metAll', 'refused')!s:>15}"
+            f"  {e.get('planner', '-'):>7}  {e['exact']['seconds'] if ran else '-'}"
+        )
+    out = {
+        "bench": "rebalance_sweep",
+        "loadAvg": round(load0, 2),
+        "mid": {"greedyOnly": tally(mid_before), "shipped": tally(mid_after)},
+        "small": {
+            "greedyOnly": tally(small_greedy),
+            "withExact": tally(small_exact),
+            "exactRuns": len(solves),
+            "exactUsed": sum(1 for r in small_exact if r.get("planner") == "exact"),
+            "exactSecondsMax": round(max(solves, default=0.0), 3),
+            "exactSecondsMean": round(sum(solves) / len(solves), 3) if solves else 0.0,
+        },
+    }
+    print(json.dumps(out))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
