@@ -27,8 +27,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from spindle.rebalance.exchange import exchange_counts
 from spindle.rebalance.model import ACTIVE, STATES, Cluster, Goals, SnapshotError
 from spindle.rebalance.prepare import Prepared, hosting_racks, rack_limits
+from spindle.rebalance.propose import (
+    UTIL_WEIGHT,
+    CountProposer,
+    CountRound,
+    LocalProposer,
+    Proposals,
+)
 from spindle.rebalance.scope import Request, Scope
 
 #: How many candidate replicas of one directory are tried before giving up on it for a need.
@@ -36,6 +44,12 @@ TRIES = 24
 #: How much a destination directory's own fullness counts next to its broker's when ranking
 #: destinations for byte moves: a tie-breaker (larger weights were measured: no gain).
 DIR_WEIGHT = 1e-3
+#: Proposer rounds per count phase at most (each round re-proposes from the live state).
+MAX_ROUNDS = 8
+#: Fewest count moves worth a proposer round (below, the stepwise search does them).
+ROUND_MIN = 256
+#: Takers a proposal batch keeps per replica (the driver tries them best first).
+PER_REPLICA = 8
 
 
 @dataclass(kw_only=True)
@@ -163,6 +177,14 @@ class Planner:
         self._small_ptr: list[int] = []
         self._dest_s = 0.0
         self._dest_n = 0
+        self.proposer: CountProposer = prepared.proposer or LocalProposer(
+            cluster, rack_limit=self.rack_limit
+        )
+        self._prop_s = 0.0
+        self._dirs_of_l: list[list[int]] | None = None
+        self._prop_rounds = 0
+        self._prop_n = 0
+        self._prop_applied = 0
 
     # ----------------------------------------------------------------- bookkeeping
 
@@ -838,7 +860,228 @@ class Planner:
 
     def balance_counts(self, *, leaders: bool) -> None:
         """Brokers above the replica (or leader) count band hand their smallest replicas to the
-        brokers with the fewest, staying inside the byte bands; brokers below take likewise."""
+        brokers with the fewest, staying inside the byte bands; brokers below take likewise.
+
+        The bulk runs in proposer rounds (``count_rounds``); what they leave (givers or takers
+        that only a reshaping move can unblock) goes through the one-move-at-a-time search."""
+        self.count_rounds(leaders=leaders)
+        self._balance_counts_stepwise(leaders=leaders)
+
+    def count_rounds(self, *, leaders: bool) -> None:
+        """Count moves in rounds: the proposer (Spark or numpy, see ``propose``) returns a batch
+        of (replica, taker) candidates from the live state, the driver applies those that still
+        pass its scalar checks (``_dispose``), and the next round proposes from the new state.
+        A phase ends when it is in band, when what is left or what a round applied is below
+        ``ROUND_MIN`` moves (a round has a fixed cost, a Spark job; the stepwise search that
+        follows finishes small remainders for less), or after ``MAX_ROUNDS``."""
+        for phase in ("excess", "deficit"):
+            for _ in range(MAX_ROUNDS):
+                if self.capped:
+                    return
+                rnd = self._count_round(leaders=leaders, phase=phase)
+                if rnd is None:
+                    break
+                t0 = time.perf_counter()
+                batch = self.proposer.propose(rnd)
+                self._prop_s += time.perf_counter() - t0
+                self._prop_rounds += 1
+                self._prop_n += len(batch)
+                applied = self._dispose(batch, leaders=leaders, phase=phase)
+                self._prop_applied += applied
+                if applied < ROUND_MIN:
+                    break
+
+    def _count_round(self, *, leaders: bool, phase: str) -> CountRound | None:
+        """The live state a round proposes from, or None when the phase has nothing to do.
+
+        Excess: every broker above the band gives, up to twice its excess plus a margin of
+        candidates; every broker that may take one more is a taker. Deficit: the brokers below
+        the band take; the givers are the brokers with the most, down to the level at which
+        they cover the total deficit (water-filling: the fullest give first, as the
+        one-at-a-time search does), each proposing half as many again as it should give."""
+        count = self.b_leaders if leaders else self.b_reps
+        hi_c, lo_c = (self.l_hi, self.l_lo) if leaders else (self.c_hi, self.c_lo)
+        host = self.host_b
+        may_take = host & self.recv_broker() & (self.b_reps + 1 <= self.c_hi)
+        may_give = host & (self.b_load - self.b_lo > 0)
+        if leaders:
+            may_give &= self.b_reps - 1 >= self.c_lo
+        if phase == "excess":
+            over = host & (count > hi_c)
+            if int((count - hi_c)[over].sum()) < ROUND_MIN:
+                return None
+            givers = np.flatnonzero(over & may_give)
+            quota = 2 * (count[givers] - hi_c) + 16
+            takers = np.flatnonzero(may_take & ~over & (count + 1 <= hi_c))
+        else:
+            under = may_take & (count < lo_c)
+            under &= self.b_hi - self.b_load >= 1e-3 * self.b_cap  # byte-full: reshape first
+            if not under.any():
+                return None
+            takers = np.flatnonzero(under)
+            need = int((lo_c - count[takers]).sum())
+            if need < ROUND_MIN:
+                return None
+            givers = np.flatnonzero(may_give & ~under & (count - 1 >= lo_c))
+            have = count[givers]
+            level = lo_c
+            for lv in np.unique(have)[::-1].tolist():
+                if int(np.maximum(have - lv, 0).sum()) >= need:
+                    level = max(int(lv), lo_c)
+                    break
+            keep = have > level
+            givers, have = givers[keep], have[keep]
+            quota = np.minimum(have - lo_c, (3 * (have - level) + 1) // 2 + 4)
+        if not len(givers) or not len(takers):
+            return None
+        db = self.g.disk_balance
+        # Each giver's candidates come from its smallest replicas: twice its quota, plus those
+        # of its replicas already moved (they may sit among the smallest), plus a margin.
+        gone = np.bincount(self.c.rep_broker[self.moved], minlength=self.c.n_brokers)
+        window = 2 * quota + gone[givers] + 64
+        return CountRound(
+            leaders=leaders,
+            rack_aware=self.g.rack_aware,
+            moved=np.flatnonzero(self.moved).astype(np.int64),
+            moved_broker=self.cur_b[self.moved].astype(np.int64),
+            givers=givers.astype(np.int64),
+            quota=quota.astype(np.int64),
+            floor_room=(self.b_load - self.b_lo)[givers].astype(np.float64),
+            window=window.astype(np.int64),
+            takers=takers.astype(np.int64),
+            count=count.astype(np.int64),
+            b_load=self.b_load.astype(np.float64),
+            b_hi=self.b_hi.astype(np.float64),
+            b_cap=self._b_cap_safe.astype(np.float64),
+            lead_room=self.b_leaders + 1 <= self.l_hi,
+            max_room=self._max_room(),
+            a_load=self.a_load.astype(np.float64),
+            lo_factor=(2 - db) / np.maximum(self.a_cap, 1.0),
+            dir_load=self.dir_load.astype(np.float64),
+            dir_total=self.total,
+            dir_active=self.active,
+            dir_hosting=self.hosting,
+            denom=max(hi_c, 1),
+            per_replica=PER_REPLICA,
+        )
+
+    def _max_room(self) -> np.ndarray:
+        """Per broker: the most bytes any of its receivable directories can still take under
+        the capacity threshold (-inf: none)."""
+        room = np.where(self.recv, self.hard - self.dir_load, -np.inf)
+        out = np.full(self.c.n_brokers, -np.inf)
+        np.maximum.at(out, self.dir_b, room)
+        return out
+
+    def _dispose(self, batch: Proposals, *, leaders: bool, phase: str) -> int:
+        """Walk a batch in order; per replica, re-check the scalars that earlier moves may have
+        changed (the giver still out of band and above its byte and directory floors, the
+        taker still short and inside its bands, the partition rules) and try its proposed
+        takers best first by the live score, placing it on the taker's best directory exactly
+        as ``_dest_count_move`` would. Returns how many moves were applied.
+
+        The figures read per proposal are mirrored in Python lists (a numpy scalar read costs
+        several times a list read) and refreshed for the two brokers and two directories each
+        applied move touches."""
+        count = self.b_leaders if leaders else self.b_reps
+        hi_c, lo_c = (self.l_hi, self.l_lo) if leaders else (self.c_hi, self.c_lo)
+        denom = max(hi_c, 1)
+        excess = phase == "excess"
+        lo_k = 2 - self.g.disk_balance
+        db = self.g.disk_balance
+        c_hi, l_hi, c_lo = self.c_hi, self.l_hi, self.c_lo
+        by_brokers = self.s.balance_brokers
+        cnt, reps, leads = count.tolist(), self.b_reps.tolist(), self.b_leaders.tolist()
+        load, a_load, dl = self.b_load.tolist(), self.a_load.tolist(), self.dir_load.tolist()
+        b_hi, b_lo = self.b_hi.tolist(), self.b_lo.tolist()
+        cap, a_cap, a_cap_safe = (
+            self._b_cap_safe.tolist(),
+            self.a_cap.tolist(),
+            self._a_cap_safe.tolist(),
+        )
+        lo_util, hard, total = self._lo_util.tolist(), self.hard.tolist(), self.total.tolist()
+        active, recv = self.active.tolist(), self.recv.tolist()
+        if self._dirs_of_l is None:
+            self._dirs_of_l = [d.tolist() for d in self.dirs_of]
+        dirs_of = self._dirs_of_l
+        if not len(batch):
+            return 0
+        rid = batch.rid.tolist()
+        tak = batch.taker.tolist()
+        cuts = [0, *(np.flatnonzero(batch.rid[1:] != batch.rid[:-1]) + 1).tolist(), len(rid)]
+        applied = 0
+        for k in range(len(cuts) - 1):
+            r = rid[cuts[k]]
+            if self.moved[r]:
+                continue
+            g = int(self.cur_b[r])
+            if (cnt[g] <= hi_c) if excess else (cnt[g] - 1 < lo_c):
+                continue
+            if leaders and reps[g] - 1 < c_lo:
+                continue
+            s = float(self.size_f[r])
+            if s > load[g] - b_lo[g]:
+                continue
+            d0 = int(self.cur_d[r])
+            if active[d0] and dl[d0] - s < lo_k / max(a_cap[g], 1.0) * (a_load[g] - s) * total[d0]:
+                continue
+            is_lead = bool(self.lead[r])
+            takers = tak[cuts[k] : cuts[k + 1]]
+            if len(takers) > 1:
+                takers.sort(
+                    key=lambda t: (cnt[t] / denom + UTIL_WEIGHT * ((load[t] + s) / cap[t]), t)
+                )
+            for t in takers:
+                if not excess and cnt[t] >= lo_c:
+                    continue
+                t0 = time.perf_counter()
+                self._dest_n += 1
+                # ``_dest_count_move``'s scalar checks and directory choice, on the mirrors.
+                b_after = load[t] + s
+                target = -1
+                if (
+                    b_after <= b_hi[t]
+                    and reps[t] + 1 <= c_hi
+                    and not (is_lead and leads[t] + 1 > l_hi)
+                    and self._may_join(r, t)
+                ):
+                    u = (a_load[t] + s) / a_cap_safe[t]
+                    if by_brokers:
+                        u = max(u, lo_util[t])
+                    base = (leads[t] / max(l_hi, 1)) if leaders else (reps[t] / max(c_hi, 1))
+                    base += 1e-3 * (b_after / cap[t])
+                    best = np.inf
+                    for d in dirs_of[t]:
+                        if not recv[d] or not dl[d] <= hard[d] - s:
+                            continue
+                        after = dl[d] + s
+                        if after > min(hard[d], db * u * total[d]):
+                            continue
+                        score = base + 1e-6 * (after / total[d])
+                        if score < best:
+                            target, best = d, score
+                self._dest_s += time.perf_counter() - t0
+                if target < 0:
+                    continue
+                if not self._budget_allows(r):
+                    return applied
+                self._apply(r, target)
+                applied += 1
+                for b in (g, t):
+                    cnt[b], reps[b], leads[b] = (
+                        int(count[b]),
+                        int(self.b_reps[b]),
+                        int(self.b_leaders[b]),
+                    )
+                    load[b], a_load[b] = float(self.b_load[b]), float(self.a_load[b])
+                for d in (d0, target):
+                    dl[d] = float(self.dir_load[d])
+                break
+        return applied
+
+    def _balance_counts_stepwise(self, *, leaders: bool) -> None:
+        """One move at a time: the most out-of-band broker gives (or takes) one replica, with
+        reshaping moves (``_refill``/``_vent``) where byte bands block a count move."""
         goal = "leaders" if leaders else "reps"
         count = self.b_leaders if leaders else self.b_reps
         hi_c, lo_c = (self.l_hi, self.l_lo) if leaders else (self.c_hi, self.c_lo)
@@ -1100,6 +1343,8 @@ class Planner:
                 if self._counts_in_band():
                     break
         lap("countsS")
+        exchange_counts(self)  # only when counts are in scope and still out of band
+        lap("exchangeS")
         if self.s.balance_disks and not self.capped:
             self.balance_disks()
         lap("diskBytesS")
@@ -1110,6 +1355,10 @@ class Planner:
         self._check_capacity()
         prof["destScoringS"] = self._dest_s
         prof["destScoringCalls"] = float(self._dest_n)
+        prof["proposeS"] = self._prop_s
+        prof["proposeRounds"] = float(self._prop_rounds)
+        prof["proposals"] = float(self._prop_n)
+        prof["proposalsApplied"] = float(self._prop_applied)
         return Outcome(
             cur_broker=self.cur_b,
             cur_dir=self.cur_d,

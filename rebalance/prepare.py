@@ -8,10 +8,11 @@ the real job. A test checks they agree element for element.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from spindle.rebalance.model import I32, I64, Cluster
+from spindle.rebalance.propose import CountProposer, LocalProposer
 from spindle.rebalance.scope import Scope
 
 
@@ -29,6 +30,9 @@ class Prepared:
     dir_start: I64
     #: Partitions with more replicas on one rack than racks allow, ascending.
     rack_violations: I32
+    #: Proposes the count phases' moves in rounds (numpy or Spark, like this preparation);
+    #: the Spark one keeps its replica table on disk for as long as it lives.
+    proposer: CountProposer | None = field(default=None, compare=False, repr=False)
 
 
 def hosting_racks(cluster: Cluster, scope: Scope) -> int:
@@ -59,6 +63,7 @@ def prepare_local(cluster: Cluster, scope: Scope) -> Prepared:
     rf = np.diff(cluster.part_start)
     limit = rack_limits(rf, n_racks)[part_of]
     bad = np.unique(part_of[counts > limit]).astype(np.int32)
+    proposer = LocalProposer(cluster, rack_limit=rack_limits(rf, n_racks))
     return Prepared(
         dir_rep_bytes=np.bincount(cluster.rep_dir, weights=size, minlength=n_d).astype(np.int64),
         dir_reps=reps,
@@ -68,4 +73,5 @@ def prepare_local(cluster: Cluster, scope: Scope) -> Prepared:
         order=order,
         dir_start=dir_start,
         rack_violations=bad,
+        proposer=proposer,
     )

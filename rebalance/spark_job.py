@@ -2,8 +2,9 @@
 
 Everything that touches every replica runs here, so that on a cluster it runs on executors:
 usage aggregates per directory (bytes, replicas, leaders), the candidate order the greedy
-draws from (each directory's replicas, largest first: a range-partitioned sort), and the
-partitions that break rack awareness (a group-by over partition and rack). The driver keeps
+draws from (each directory's replicas, largest first: a range-partitioned sort), the
+partitions that break rack awareness (a group-by over partition and rack), and, in rounds
+during the greedy, the count phases' candidate moves (``propose_spark``). The driver keeps
 only the sequential greedy, which touches the replicas it moves.
 
 The same code runs under ``--master local[*]`` (tests, small clusters) and under
@@ -12,15 +13,15 @@ The same code runs under ``--master local[*]`` (tests, small clusters) and under
 
 from __future__ import annotations
 
+import dataclasses
 import os
-import tempfile
+import sys
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 from spindle.rebalance.model import Cluster
-from spindle.rebalance.prepare import Prepared, hosting_racks
+from spindle.rebalance.prepare import Prepared, hosting_racks, rack_limits
+from spindle.rebalance.propose_spark import SparkProposer
 from spindle.rebalance.scope import Scope
 
 
@@ -35,6 +36,11 @@ def spark_session(master: str | None = None, *, shuffle_partitions: int = 8) -> 
         master = SparkConf().get("spark.master", None) or "local[*]"
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # Python workers (the count proposer's tasks) run this interpreter, which has this
+        # package, and ignore the working directory: started from the repository root, its
+        # operator/ folder would shadow the standard library's operator module.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYTHONSAFEPATH", "1")
     builder = (
         SparkSession.builder.master(master)
         .appName("spindle-rebalance")
@@ -55,32 +61,21 @@ def spark_session(master: str | None = None, *, shuffle_partitions: int = 8) -> 
     return session
 
 
-def replicas_frame(spark: Any, cluster: Cluster, workdir: str) -> Any:
-    """One row per replica, handed to Spark as a Parquet file: columnar, written by Arrow in
-    well under a second for a million rows, and readable by executors on other machines when
-    ``workdir`` is shared storage (createDataFrame from local data instead ships every
-    batch through the driver's JVM heap)."""
-    table = pa.table(
-        {
-            "rid": np.arange(cluster.n_replicas, dtype=np.int64),
-            "pid": cluster.rep_part.astype(np.int64),
-            "dir": cluster.rep_dir.astype(np.int64),
-            "rack": cluster.broker_rack[cluster.rep_broker].astype(np.int64),
-            "size": cluster.rep_size.astype(np.int64),
-            "leader": cluster.rep_leader.astype(np.int64),
-        }
-    )
-    path = os.path.join(workdir, "replicas.parquet")
-    pq.write_table(table, path)
-    return spark.read.parquet(path)
-
-
 def prepare_spark(
     spark: Any, cluster: Cluster, scope: Scope, *, workdir: str | None = None
 ) -> Prepared:
-    """Spark version of ``prepare_local``: same result, computed by DataFrame jobs."""
-    with tempfile.TemporaryDirectory(prefix="spindle-rebalance-", dir=workdir) as tmp:
-        return _prepare(spark, replicas_frame(spark, cluster, tmp), cluster, scope)
+    """Spark version of ``prepare_local``: same result, computed by DataFrame jobs. The replica
+    table is the count proposer's (``propose_spark.SparkProposer``): written once as Parquet
+    (columnar, written by Arrow in well under a second for a million rows, and readable by
+    executors on other machines when ``workdir`` is shared storage), read by this stage and by
+    every proposer round, and removed with the proposer when the plan is done."""
+    proposer = SparkProposer(
+        spark,
+        cluster,
+        rack_limit=rack_limits(np.diff(cluster.part_start), hosting_racks(cluster, scope)),
+        workdir=workdir,
+    )
+    return dataclasses.replace(_prepare(spark, proposer.frame, cluster, scope), proposer=proposer)
 
 
 def _prepare(spark: Any, reps: Any, cluster: Cluster, scope: Scope) -> Prepared:
