@@ -41,9 +41,10 @@ from spindle.rebalance.model import ACTIVE, Cluster, Goals
 from spindle.rebalance.prepare import hosting_racks, rack_limits
 from spindle.rebalance.scope import Scope
 
-#: Largest cluster (replicas) the pipeline hands to the exact planner: measured (see
-#: ``bench/rebalance_sweep.py``) to solve within seconds on this machine's one thread.
-MAX_REPLICAS = 300
+#: Largest cluster (replicas) the pipeline hands to the exact planner. Measured on this
+#: machine (one thread, NODE_LIMIT): 48 replicas 0.2-2.4 s, 100-300 replicas 0.3-4 s, about
+#: 500 replicas 3-10 s (8 brokers x 2 disks); proving infeasibility is usually sub-second.
+MAX_REPLICAS = 500
 #: Backstop for one solve (seconds); the node limit normally ends a long search first.
 TIME_LIMIT = 30.0
 #: Branch-and-bound nodes per solve: a deterministic limit, unlike the time limit.
