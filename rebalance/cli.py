@@ -146,6 +146,13 @@ def main(argv: list[str] | None = None) -> int:
         f"{moves['intraBroker']} inside brokers), {summary['bytesMoved']['total']} bytes; "
         f"lower bound {summary['lowerBounds']['bytes']:.0f} bytes"
     )
+    exact = summary.get("exact", {})
+    if exact.get("ran"):
+        # Which plan this is, and why the exact planner ran (the greedy refused or fell short).
+        print(
+            f"planner: {summary['planner']} (exact solver ran because {exact['why']}; "
+            f"{exact['status']} in {exact['seconds']}s)"
+        )
     for item in summary["unmet"]:
         # "unachievable": out of reach under the hard rules; "unmet": a planner shortfall.
         print(f"{item.get('status', 'unmet')}: {item['goal']}: {item['why']}", file=sys.stderr)

@@ -6,11 +6,13 @@ comparing greedy refusals with the MIP on generated snapshots."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from spindle.rebalance import exact
+from spindle.rebalance.cli import main
 from spindle.rebalance.generator import Shape, generate
-from spindle.rebalance.model import Goals, PlanError
+from spindle.rebalance.model import Goals, PlanError, cluster_to_json
 from spindle.rebalance.pipeline import make_plan
 from spindle.rebalance.report import hard_violations
 from spindle.rebalance.scope import Request, build_scope
@@ -123,3 +125,19 @@ def test_soft_bands_are_elastic_so_an_unreachable_band_is_not_infeasible() -> No
     assert elastic.cur_broker is not None
     assert elastic.cur_dir is not None
     assert hard_violations(cluster, scope, Goals(), elastic.cur_broker, elastic.cur_dir) == []
+
+
+def test_cli_says_when_the_exact_planner_made_the_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snap = tmp_path / "snapshot.json"
+    snap.write_text(json.dumps(cluster_to_json(generate(RESCUED))))
+    out, summary = tmp_path / "plan.json", tmp_path / "summary.json"
+    argv = ["plan", "--snapshot", str(snap), "--mode", "full", "--output", str(out)]
+    assert main([*argv, "--summary", str(summary), "--no-spark"]) == 0
+    assert "planner: exact (exact solver ran because the greedy refused the plan" in (
+        capsys.readouterr().out
+    )
+    doc = json.loads(summary.read_text())
+    assert doc["planner"] == "exact"
+    assert json.loads(out.read_text())["partitions"]
