@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-from spindle.rebalance.prepare import rack_limits
+from spindle.rebalance.prepare import hosting_racks, rack_limits
 
 if TYPE_CHECKING:
     from spindle.rebalance.core import Planner
@@ -67,8 +67,7 @@ class _Exchanger:
         self.db = pl.g.disk_balance
         self.rack = c.broker_rack.astype(np.int64)
         self.rf = np.diff(c.part_start)
-        n_racks = len(np.unique(self.rack[pl.host_b])) if pl.host_b.any() else 0
-        self.limit = rack_limits(self.rf, n_racks)
+        self.limit = rack_limits(self.rf, hosting_racks(c, pl.s))
         self.recv_b = pl.recv_broker()
         # Replicas per broker, smallest first (snapshot order breaks ties): filtered per use.
         order = np.lexsort((np.arange(c.n_replicas), pl.size_f, pl.cur_b))
@@ -172,8 +171,8 @@ class _Exchanger:
             hosts = hosts[self.recv_b[hosts] & (cnt[hosts] + 1 <= hi)]
             cand = [int(x) for x in hosts[np.argsort(cnt[hosts], kind="stable")] if x != b]
         else:
-            # Partners that could give one and stay in band (or may not receive), most first.
-            hosts = hosts[(cnt[hosts] - 1 >= lo) | ~self.recv_b[hosts]]
+            # Partners that could give one and stay in band, most first.
+            hosts = hosts[cnt[hosts] - 1 >= lo]
             cand = [int(x) for x in hosts[np.argsort(-cnt[hosts], kind="stable")] if x != b]
         same = [x for x in cand if self.rack[x] == self.rack[b]]
         tried = cand[:PARTNERS] + [x for x in same if x not in cand[:PARTNERS]]
@@ -295,7 +294,9 @@ class _Exchanger:
             da = da + (ka[:, None] == dirs_a[None, :]) * si[k, None]
             dbm = (kb[:, None] == dirs_b[None, :]) * (s1 + s2)[k, None]
             dbm = dbm - (di[k, None] == dirs_b[None, :]) * si[k, None]
-            good = self._dirs_ok(dirs_a, da) & self._dirs_ok(dirs_b, dbm)
+            got_a = ka[:, None] == dirs_a[None, :]
+            got_b = kb[:, None] == dirs_b[None, :]
+            good = self._dirs_ok(dirs_a, da, got_a) & self._dirs_ok(dirs_b, dbm, got_b)
             hit = np.flatnonzero(good)
             if len(hit):
                 h = int(hit[0])
@@ -337,18 +338,18 @@ class _Exchanger:
         d_before = max(now - hi, 0.0) + max(lo - now, 0.0)
         return np.asarray(d_after <= d_before + tol)
 
-    def _dirs_ok(self, dirs: np.ndarray, delta: np.ndarray) -> np.ndarray:
-        """Every hosting dir of one broker after adding ``delta`` (... x dirs): no receiving dir
-        above the capacity threshold, and every Active dir inside its band (relative to the
-        broker's Active mean after the exchange) or no further from it than before."""
+    def _dirs_ok(self, dirs: np.ndarray, delta: np.ndarray, got: np.ndarray) -> np.ndarray:
+        """Every hosting dir of one broker after adding ``delta`` (candidates x dirs): no dir
+        that receives a replica (``got``) ends above the capacity threshold, even if it loses
+        more than it gets, and every Active dir ends inside its band (relative to the broker's
+        Active mean after the exchange) or no further from it than before."""
         pl = self.pl
         load = pl.dir_load[dirs]
         tot = self.total[dirs]
         act = pl.active[dirs]
         hard = pl.hard[dirs]
         after = load + delta
-        grew = delta > 0
-        ok = ~(grew & (after > hard + 0.5)).any(axis=-1)
+        ok = ~(got & (after > hard + 0.5)).any(axis=-1)
         a_cap = float(tot[act].sum())
         if a_cap <= 0:
             return np.asarray(ok)
