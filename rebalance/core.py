@@ -441,28 +441,29 @@ class Planner:
             return -1
         guard = soft and bool(self._closed_b[int(self.dir_b[d])])
         neg = self.neg_sorted[lo:hi]
-        order = self.p.order
         start = lo + int(np.searchsorted(neg, -need, side="left"))
+        # Best fit first: down from the largest replica not above ``need``; then up from the
+        # smallest above it, while the broker may still lose that much.
+        r = self._shed_scan(d, range(start, hi), dest, cap=np.inf, guard=guard)
+        if r < 0:
+            r = self._shed_scan(d, range(start - 1, lo - 1, -1), dest, cap=floor_room, guard=guard)
+        return r
+
+    def _shed_scan(
+        self, d: int, span: range, dest: Callable[[int], int], *, cap: float, guard: bool
+    ) -> int:
+        """One direction of ``shed``: the replicas of directory d at the ``span`` positions of
+        the candidate order (moved ones skipped), at most ``TRIES`` of them tried, stopping at
+        the first larger than ``cap`` bytes (sizes only grow in the upward direction).
+        ``guard``: skip replicas whose leaving would cost a closed broker its count bands.
+        Returns the replica moved, or -1."""
+        order = self.p.order
         tries = 0
-        for i in range(start, hi):
+        for i in span:
             r = int(order[i])
             if self.moved[r] or self.cur_d[r] != d:
                 continue
-            if guard and self._breaks_closed_counts(r):
-                continue
-            tries += 1
-            if tries > TRIES:
-                break
-            target = dest(r)
-            if target >= 0 and self._budget_allows(r):
-                self._apply(r, target)
-                return r
-        tries = 0
-        for i in range(start - 1, lo - 1, -1):
-            r = int(order[i])
-            if self.moved[r] or self.cur_d[r] != d:
-                continue
-            if self.size_f[r] > floor_room:
+            if self.size_f[r] > cap:
                 break
             if guard and self._breaks_closed_counts(r):
                 continue

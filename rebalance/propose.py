@@ -267,10 +267,11 @@ def by_broker(cluster: Cluster) -> I64:
     return out
 
 
-def ranks(cluster: Cluster) -> tuple[I64, I64]:
+def ranks(cluster: Cluster, order: I64 | None = None) -> tuple[I64, I64]:
     """Each replica's rank among its broker's replicas, and among its broker's leaders (-1:
-    not a leader), by (size, index), from 0."""
-    order = by_broker(cluster)
+    not a leader), by (size, index), from 0. ``order``: ``by_broker(cluster)`` if known."""
+    if order is None:
+        order = by_broker(cluster)
     b = cluster.rep_broker[order]
     pos = np.arange(len(order))
     brank = np.empty(len(order), np.int64)

@@ -132,7 +132,7 @@ class SparkProposer:
         self._rack = cluster.broker_rack.astype(np.int64)
         n = cluster.n_replicas
         order = by_broker(cluster)
-        brank, lrank = ranks(cluster)
+        brank, lrank = ranks(cluster, order)
         table = pa.table(
             {
                 "rid": order.astype(np.int64),
