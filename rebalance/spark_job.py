@@ -37,10 +37,8 @@ def spark_session(master: str | None = None, *, shuffle_partitions: int = 8) -> 
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         # Python workers (the count proposer's tasks) run this interpreter, which has this
-        # package, and ignore the working directory: started from the repository root, its
-        # operator/ folder would shadow the standard library's operator module.
+        # package.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        os.environ.setdefault("PYTHONSAFEPATH", "1")
     builder = (
         SparkSession.builder.master(master)
         .appName("spindle-rebalance")
@@ -51,6 +49,10 @@ def spark_session(master: str | None = None, *, shuffle_partitions: int = 8) -> 
         .config("spark.sql.execution.arrow.pyspark.fallback.enabled", "false")
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.driver.memory", "2g")
+        # Python workers (the count proposer's tasks) leave their working directory off
+        # sys.path: started from the repository root, its operator/ folder would shadow the
+        # standard library's operator module.
+        .config("spark.executorEnv.PYTHONSAFEPATH", "1")
     )
     if master.startswith("local"):
         builder = builder.config("spark.driver.host", "127.0.0.1").config(
