@@ -19,6 +19,13 @@ from spindle.rebalance.propose_spark import SparkProposer
 from spindle.rebalance.scope import Request, build_scope
 
 
+@pytest.fixture(autouse=True)
+def small_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Proposer rounds for these small clusters too (by default only count phases of
+    ``core.ROUND_MIN`` moves or more get rounds: a cost setting, not a rule)."""
+    monkeypatch.setattr(core, "ROUND_MIN", 256)
+
+
 def _grown_cluster(*, faulty: int = 1) -> Cluster:
     """Two brokers just added: far below the replica and leader count bands, so the count
     phases need many moves (enough for proposer rounds). ``faulty``: Offline and Draining
@@ -48,7 +55,7 @@ def _recorded_rounds(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> list[
 
     monkeypatch.setattr(LocalProposer, "propose", record)
     make_plan(cluster, Request(mode="full"), goals=Goals(), detail=False)
-    monkeypatch.undo()
+    monkeypatch.setattr(LocalProposer, "propose", real)
     return seen
 
 
@@ -66,12 +73,17 @@ def test_spark_proposer_returns_the_numpy_proposers_batch_element_for_element(
     assert rounds, "the grown cluster should need proposer rounds"
     assert any(len(r.moved) for r in rounds)
     # Variants of the recorded states cover the other branches: the other count, no rack
-    # rule, fewer takers per replica, a giver window that cuts its candidates short.
+    # rule, fewer takers per replica, a giver window that cuts its candidates short,
+    # directories that are not Active or hold no data any more.
     first = rounds[0]
+    every = np.arange(len(first.dir_active))
     rounds += [
         dataclasses.replace(first, leaders=not first.leaders),
         dataclasses.replace(first, rack_aware=False, per_replica=2),
         dataclasses.replace(first, window=np.minimum(first.window, 5)),
+        dataclasses.replace(
+            first, dir_active=first.dir_active & (every % 2 == 0), dir_hosting=every % 3 != 1
+        ),
     ]
     scope = build_scope(cluster, Request(mode="full"))
     limit = rack_limits(np.diff(cluster.part_start), hosting_racks(cluster, scope))
