@@ -101,7 +101,7 @@ class _Exchanger:
         smallest leaders and the POOL smallest followers, smallest first."""
         pl = self.pl
         reps = self.by_b[b]
-        reps = reps[~pl.moved[reps] & pl.hosting[pl.cur_d[reps]] & (pl.cur_b[reps] == b)]
+        reps = reps[~pl.moved[reps] & pl.s.hosting[pl.cur_d[reps]] & (pl.cur_b[reps] == b)]
         reps = reps[self._may_join(reps, other)]
         lead = pl.lead[reps]
         out = np.concatenate([reps[lead][:POOL], reps[~lead][:POOL]])
