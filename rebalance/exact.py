@@ -25,7 +25,8 @@ Model (everything the summary and ``report.hard_violations`` judge, nothing more
     the model infeasible;
   - objective: penalised slack plus bytes moved.
 
-Deterministic: one thread, a fixed seed, and a node limit; the time limit is a backstop, and
+Deterministic: one thread, a fixed seed, and a node limit; the time limit is a backstop
+whose results are not used (where a search stops on the clock depends on the machine), and
 the result says whether the solve was optimal or stopped by a limit.
 """
 
@@ -55,9 +56,10 @@ REL_GAP = 1e-3
 
 @dataclass(frozen=True, kw_only=True)
 class ExactResult:
-    """Outcome of one solve. ``status``: ``optimal``; ``feasible`` (a limit stopped the
-    search with a placement in hand); ``infeasible`` (proved: no placement meets the hard
-    rules); ``unknown`` (a limit stopped it before any placement was found)."""
+    """Outcome of one solve. ``status``: ``optimal``; ``feasible`` (the node limit stopped
+    the search with a placement in hand); ``infeasible`` (proved: no placement meets the hard
+    rules); ``timeLimit`` (the time backstop stopped it: no placement returned, since where
+    it stops depends on the machine); ``unknown`` (stopped before any placement was found)."""
 
     status: str
     cur_broker: np.ndarray | None = None
@@ -334,6 +336,10 @@ def solve(
     has_sol = info.primal_solution_status == 2  # kSolutionStatusFeasible
     if status == highspy.HighsModelStatus.kInfeasible:
         return ExactResult(status="infeasible", seconds=seconds, variables=n_cols)
+    if status == highspy.HighsModelStatus.kTimeLimit:
+        # Where a search stops on the clock depends on the machine's speed and load: such a
+        # placement is not used, so the same snapshot gives the same plan.
+        return ExactResult(status="timeLimit", seconds=seconds, variables=n_cols)
     if not has_sol:
         return ExactResult(status="unknown", seconds=seconds, variables=n_cols)
     values = np.asarray(h.getSolution().col_value)
