@@ -176,9 +176,10 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="spindle-bench-") as tmp:
             workdir = Path(tmp)
             t1 = time.perf_counter()
-            # Two new brokers: the count phases need a proposer round, so Spark's Python
-            # workers start here, with the JVM's warm-up, not inside the first measured plan.
-            warm = generate(Shape(brokers=12, disks=3, replicas=8000, racks=4, new_brokers=2))
+            # Two new brokers: the count phases need a proposer round (over core.ROUND_MIN
+            # moves), so Spark's Python workers start here, with the JVM's warm-up, not inside
+            # the first measured plan.
+            warm = generate(Shape(brokers=12, disks=3, replicas=16000, racks=4, new_brokers=2))
             make_plan(warm, Request(mode="full"), goals=Goals(), spark=spark, detail=False)
             warmup = time.perf_counter() - t1
             print(f"Spark start-up {startup:.1f}s, warm-up plan {warmup:.1f}s", file=sys.stderr)
