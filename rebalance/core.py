@@ -7,7 +7,11 @@ the largest replica that does not overshoot what is still needed ("best fit"), f
 fullest directory of the giving broker to the emptiest directory of the taking one. Moving
 across brokers that way also evens out the directories on both ends, so brokers and disks are
 planned in one pass; what remains inside a broker is fixed by moves between its own disks,
-which cost no network. Replica and leader counts are evened last with the smallest replicas.
+which cost no network. Replica and leader counts are evened last with the smallest replicas,
+mostly in rounds: a proposer (``propose``; Spark tasks in the real job) turns the live state
+into a batch of candidate moves, this driver re-checks each against what earlier moves
+changed and applies it or skips it, and the next round proposes again; the one-move-at-a-time
+search finishes what the rounds leave.
 
 Rules kept at every step (never checked only at the end):
   - a replica moves at most once (``moved``);

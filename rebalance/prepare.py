@@ -1,5 +1,6 @@
 """The per-replica work the sequential core needs done first: usage aggregates, the candidate
-order (replicas of each directory, largest first) and the partitions breaking rack awareness.
+order (replicas of each directory, largest first) and the partitions breaking rack awareness;
+and the proposer the count phases draw their candidate moves from in rounds (``propose``).
 
 Two implementations return the same ``Prepared``: ``prepare_local`` in numpy, for unit tests
 and small clusters, and ``spindle.rebalance.spark_job.prepare_spark`` in Spark DataFrames for
