@@ -32,6 +32,9 @@ from spindle.rebalance.model import B8, F64, I64, Cluster
 #: The Planner's score's weight of the taker's byte fullness next to its count (see
 #: ``core.Planner._dest_count_move``); here and there the same expression.
 UTIL_WEIGHT = 1e-3
+#: Candidate x taker (x partition slot) cells one pairing step holds at most (bounded memory
+#: per task: a few tens of MB).
+PAIR_CELLS = 1 << 21
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -208,8 +211,27 @@ def propose_block(
     at = np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))
     members[rows, moves.slot[at]] = moves.broker[at]
 
+    # Candidates x takers in chunks, so memory stays bounded whatever the cluster's size.
+    step = max(1, PAIR_CELLS // max(len(rnd.takers) * members.shape[1], 1))
+    parts = [
+        _pair(rnd, blk, idx[i : i + step], rank[i : i + step], members[i : i + step], broker_rack)
+        for i in range(0, len(idx), step)
+    ]
+    return (
+        np.concatenate([p[0] for p in parts]),
+        np.concatenate([p[1] for p in parts]),
+        np.concatenate([p[2] for p in parts]),
+        np.concatenate([p[3] for p in parts]),
+    )
+
+
+def _pair(
+    rnd: CountRound, blk: Block, idx: I64, rank: I64, members: I64, broker_rack: I64
+) -> tuple[I64, I64, F64, I64]:
+    """Candidates (rows ``idx`` of the block, current partition brokers ``members``) paired
+    with every taker: the takers' rules, the score, the best ``per_replica`` kept."""
     t = rnd.takers
-    s = sz[idx][:, None]
+    s = blk.size[idx].astype(np.float64)[:, None]
     giver = blk.broker[idx]
     okp = t[None, :] != giver[:, None]
     okp &= rnd.b_load[t][None, :] + s <= rnd.b_hi[t][None, :]

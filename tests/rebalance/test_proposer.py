@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from spindle.rebalance import core
+from spindle.rebalance import core, propose
 from spindle.rebalance.generator import Shape, generate
 from spindle.rebalance.model import Cluster, Goals
 from spindle.rebalance.pipeline import make_plan
@@ -88,6 +88,8 @@ def test_spark_proposer_returns_the_numpy_proposers_batch_element_for_element(
     scope = build_scope(cluster, Request(mode="full"))
     limit = rack_limits(np.diff(cluster.part_start), hosting_racks(cluster, scope))
     local = LocalProposer(cluster, rack_limit=limit)
+    # The driver pairs candidates with takers in many small chunks, the Spark tasks in one.
+    monkeypatch.setattr(propose, "PAIR_CELLS", 64)
     # Small files: several Spark tasks, each with whole brokers.
     by_spark = SparkProposer(spark, cluster, rack_limit=limit, file_rows=700)
     try:
