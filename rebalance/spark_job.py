@@ -28,11 +28,16 @@ from spindle.rebalance.scope import Scope
 def spark_session(master: str | None = None, *, shuffle_partitions: int = 8) -> Any:
     """A SparkSession with the UI off (the planner serves nothing). ``master``: None keeps the
     one ``spark-submit --master`` set, else ``local[*]``; local masters bind to loopback."""
-    from pyspark import SparkConf
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
     if master is None:
-        # Under spark-submit the driver JVM already runs and carries spark.master.
+        # Under spark-submit the driver JVM already runs and carries spark.master, but
+        # SparkConf() sees it only once PySpark has connected to that JVM (spark-submit says
+        # where in PYSPARK_GATEWAY_PORT); before that it reads an empty conf and local[*]
+        # would silently override --master k8s://...
+        if os.environ.get("PYSPARK_GATEWAY_PORT"):
+            SparkContext._ensure_initialized()
         master = SparkConf().get("spark.master", None) or "local[*]"
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

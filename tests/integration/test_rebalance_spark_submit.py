@@ -114,13 +114,6 @@ def test_spark_submit_runs_the_cli_and_writes_the_console_scripts_plan(runs: Run
     assert all(j["Job Result"]["Result"] == "JobSucceeded" for j in jobs)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="rebalance/spark_job.py spark_session(None) reads SparkConf() before PySpark has "
-    "connected to spark-submit's JVM, finds no spark.master and sets local[*] over "
-    "spark-submit's --master (fix: SparkContext._ensure_initialized() first when "
-    "PYSPARK_GATEWAY_PORT is set); strict: passes, and must be un-marked, once fixed",
-)
 def test_spark_submit_master_is_the_master_the_planner_runs_on(runs: Runs) -> None:
     [env_update] = [r for r in runs.events if r["Event"] == "SparkListenerEnvironmentUpdate"]
     assert env_update["Spark Properties"]["spark.master"] == "local[1]"
