@@ -16,8 +16,10 @@ search finishes what the rounds leave.
 Rules kept at every step (never checked only at the end):
   - a replica moves at most once (``moved``);
   - a destination directory is Active, in scope, and stays under the capacity threshold;
-  - a destination broker holds no other replica of the partition, and its rack holds fewer
-    than ``max_per_rack`` of them;
+  - a destination broker holds no other replica of the partition, held none in the snapshot
+    (Kafka names replicas by broker: replicas [2, 4, 3] after moving slot 1 from 2 to 4 and
+    slot 0 from 1 to 2 is one copy to broker 4 and a reorder, not two moves), and its rack
+    holds fewer than ``max_per_rack`` of them;
   - the replica keeps its position in the replica list, so order and leadership are kept.
 
 Deterministic: every choice is an argmin/argmax over arrays in index order, so ties go to the
@@ -167,10 +169,13 @@ class Planner:
         self._slot = np.arange(cluster.n_replicas) - cluster.part_start[cluster.rep_part]
         self._members = np.full((cluster.n_partitions, max(int(rf.max(initial=0)), 1)), -1)
         self._members[cluster.rep_part, self._slot] = self.cur_b
+        # The same in the snapshot: a broker that held the partition takes none of its replicas.
+        self._members0 = self._members.copy()
         self._rack_of_b = cluster.broker_rack.astype(np.int64)
         self._bad_rack = np.zeros(len(cluster.racks), bool)
         # Python lists for scalar look-ups in the hot loop (numpy scalar indexing is slow).
         self._rep_part = cluster.rep_part.tolist()
+        self._rep_broker0 = cluster.rep_broker.tolist()
         self._part_start = cluster.part_start.tolist()
         self._rack_limit = self.rack_limit.tolist()
         self._broker_rack = cluster.broker_rack.tolist()
@@ -245,13 +250,17 @@ class Planner:
 
     def _cross_mask(self, r: int, *, capacity: bool = True) -> np.ndarray:
         """Directories on other brokers that may take replica r under the hard rules
-        (``capacity=False``: all but the capacity threshold)."""
+        (``capacity=False``: all but the capacity threshold). Brokers that hold or held a
+        replica of r's partition are excluded (see the module docstring)."""
         p = self._rep_part[r]
         lo, hi = self._part_start[p], self._part_start[p + 1]
         members = self.cur_b[lo:hi]
+        held = self.c.rep_broker[lo:hi]
         self._bad_b[members] = True
+        self._bad_b[held] = True
         ok = self.recv & ~self._bad_b[self.dir_b]
         self._bad_b[members] = False
+        self._bad_b[held] = False
         if self.g.rack_aware and hi - lo > 1:
             # Plain Python over the few replicas of one partition beats numpy set operations.
             limit = self._rack_limit[p]
@@ -271,11 +280,12 @@ class Planner:
 
     def _may_join(self, r: int, b: int) -> bool:
         """Whether broker b may take replica r under the partition rules (one replica per
-        broker, rack limit); capacity is checked by the destination search."""
+        broker, none onto a broker that held the partition in the snapshot, rack limit);
+        capacity is checked by the destination search."""
         p = self._rep_part[r]
         lo, hi = self._part_start[p], self._part_start[p + 1]
         members = self.cur_b[lo:hi].tolist()
-        if b in members:
+        if b in members or b in self._rep_broker0[lo:hi]:
             return False
         if not self.g.rack_aware:
             return True
@@ -1262,7 +1272,7 @@ class Planner:
         """``_may_join`` for many replicas at once (one taker broker b)."""
         parts = self.c.rep_part[reps]
         members = self._members[parts]
-        ok: np.ndarray = ~(members == b).any(axis=1)
+        ok: np.ndarray = ~(members == b).any(axis=1) & ~(self._members0[parts] == b).any(axis=1)
         if self.g.rack_aware:
             rk = self._broker_rack[b]
             on_rack = (np.where(members >= 0, self._rack_of_b[members], -1) == rk).sum(axis=1)
@@ -1407,14 +1417,15 @@ class Planner:
     def _why_nowhere(self, r: int) -> str:
         """Which hard rule leaves replica r without a destination (for the refusal message)."""
         p = self._rep_part[r]
-        members = set(self.cur_b[self._part_start[p] : self._part_start[p + 1]].tolist())
+        lo, hi = self._part_start[p], self._part_start[p + 1]
+        members = set(self.cur_b[lo:hi].tolist()) | set(self._rep_broker0[lo:hi])
         others = self.recv & ~np.isin(self.dir_b, list(members))
         if not self.s.must_leave_broker[int(self.cur_d[r])] and self.s.intra_ok[self.cur_b[r]]:
             others |= self.recv & (self.dir_b == self.cur_b[r])
         if not others.any():
             return (
-                "every broker that may receive replicas already holds one of this partition "
-                "(one replica per broker)"
+                "every broker that may receive replicas holds or held one of this partition "
+                "(one replica per broker; one that held it in the snapshot takes no other)"
             )
         if (
             not (others & self._cross_mask(r)).any()

@@ -7,9 +7,10 @@ checked against every taker's partition and rack rules) made the count phases mo
 driver's time. Instead, the work runs in rounds. In each round a proposer looks at the live
 state once and, for every giving broker, takes its smallest unmoved replicas that may leave
 (``quota`` of them, ranked by size within the giver), pairs each with the taking brokers that
-may accept it under the partition rules (one replica per broker, the rack limit), the byte
-band and the leader band, and keeps the ``per_replica`` best takers by the same score the
-driver uses (fewest of the counted thing, then byte fullness). The driver then walks the batch,
+may accept it under the partition rules (one replica per broker, none onto a broker that
+held the partition in the snapshot, the rack limit), the byte band and the leader band, and
+keeps the ``per_replica`` best takers by the same score the driver uses (fewest of the
+counted thing, then byte fullness). The driver then walks the batch,
 re-checks only scalars against the live state (earlier moves of the batch change counts and
 loads) and applies or skips each proposal; the next round proposes again from the new state.
 
@@ -238,6 +239,9 @@ def _pair(
     okp &= s <= rnd.max_room[t][None, :]
     okp &= ~blk.leader[idx][:, None] | rnd.lead_room[t][None, :]
     okp &= ~(members[:, :, None] == t[None, None, :]).any(axis=1)
+    # Nor onto a broker that held the partition in the snapshot (Kafka would execute it as a
+    # reorder plus fewer copies than planned; see ``core``).
+    okp &= ~(blk.members[idx][:, :, None] == t[None, None, :]).any(axis=1)
     if rnd.rack_aware:
         m_rack = np.where(members >= 0, broker_rack[np.maximum(members, 0)], -1)
         t_rack = broker_rack[t]

@@ -304,6 +304,18 @@ def hard_violations(
     key = cluster.rep_part.astype(np.int64) * cluster.n_brokers + cur_broker
     if len(np.unique(key)) != len(key):
         problems.append("a broker holds two replicas of one partition")
+    # No replica moves onto a broker that held its partition in the snapshot: Kafka names
+    # replicas by broker, so it would run that as a reorder and fewer copies than planned.
+    cross = np.flatnonzero(cur_broker != cluster.rep_broker)
+    if len(cross):
+        held = cluster.rep_part.astype(np.int64) * cluster.n_brokers + cluster.rep_broker
+        onto = cluster.rep_part[cross].astype(np.int64) * cluster.n_brokers + cur_broker[cross]
+        for r in cross[np.isin(onto, held)][:5].tolist():
+            p = int(cluster.rep_part[r])
+            problems.append(
+                f"partition {cluster.part_topic[p]}-{int(cluster.part_num[p])}: a replica moves "
+                f"onto broker {cluster.broker_ids[cur_broker[r]]}, which held the partition"
+            )
     if goals.rack_aware:
         n_racks = hosting_racks(cluster, scope)
         limits = rack_limits(np.diff(cluster.part_start), n_racks)

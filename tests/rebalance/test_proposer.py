@@ -126,6 +126,8 @@ def test_a_batch_is_in_its_explicit_order_and_keeps_the_partition_rules(
         p = int(cluster.rep_part[r])
         members = cur_b[cluster.part_start[p] : cluster.part_start[p + 1]]
         assert t not in members.tolist()
+        # Nor a broker that held the partition in the snapshot (a moved replica's old broker).
+        assert t not in cluster.rep_broker[cluster.part_start[p] : cluster.part_start[p + 1]]
         racks = cluster.broker_rack[members].tolist()
         racks.remove(int(cluster.broker_rack[cluster.rep_broker[r]]))
         assert racks.count(int(cluster.broker_rack[t])) < int(limit[p])
