@@ -95,7 +95,9 @@ def test_sendfile_fetches_match_copied_batches_across_rolls_and_a_move_swap(
             fds = len(os.listdir(f"/proc/{broker.proc.pid}/fd"))
             for _ in range(5):
                 assert _read_log(wire, per_fetch=1 << 20, until=leo)[0] == copied
-            assert len(os.listdir(f"/proc/{broker.proc.pid}/fd")) == fds
+            # At most as many as before: the broker may close an idle descriptor of its own
+            # meanwhile (seen once under load: 17 -> 16), which is not a leak.
+            assert len(os.listdir(f"/proc/{broker.proc.pid}/fd")) <= fds
 
             (src,) = {d for d, _ in _placement(wire)}
             dest = next(d for d in broker.log_dirs if d != src)
