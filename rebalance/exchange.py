@@ -24,11 +24,17 @@ array operations over the few brokers involved, against the same figures the sum
 
 Among the candidates that pass, the largest fall of the violation wins, then the fewest bytes
 moved, ties to the lowest index (deterministic). Brokers of one rack trade without touching
-rack limits, so when racks are uneven the same-rack partners are always among those tried.
+rack limits, so when racks are uneven same-rack partners are always among those tried.
+
+Cost is bounded whatever the cluster's size: each search sees at most POOL2 pairs and 2 x POOL
+singles out of A and 2 x POOL + 1 ins from B, per offender at most 2 x PARTNERS partners are
+searched, and the phase runs at most 8 x brokers + the starting count violation offender
+searches (each exchange lowers that violation; a failed search parks its offender).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -41,7 +47,7 @@ if TYPE_CHECKING:
 POOL = 96
 #: Smallest unmoved replicas per broker combined two at a time (POOL2 * (POOL2 - 1) / 2 pairs).
 POOL2 = 24
-#: Partner brokers tried for one offender (plus every other broker of its rack).
+#: Partner brokers tried for one offender (plus as many of its own rack).
 PARTNERS = 6
 #: Candidates whose directories are checked at once, best first.
 CHUNK = 1024
@@ -81,6 +87,8 @@ class _Exchanger:
         self.slot = slot
         self.made = 0
         self._last_tried: set[int] = set()
+        #: Per broker: its unmoved serving leaders and followers, smallest first (``_pool``).
+        self._avail: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     # ------------------------------------------------------------------ state
 
@@ -98,13 +106,29 @@ class _Exchanger:
 
     def _pool(self, b: int, other: int) -> np.ndarray:
         """Broker b's unmoved serving replicas that may join broker ``other``: the POOL
-        smallest leaders and the POOL smallest followers, smallest first."""
+        smallest leaders and the POOL smallest followers, smallest first. The partition rules
+        are checked over growing prefixes of each kind, not over all of b's replicas."""
         pl = self.pl
-        reps = self.by_b[b]
-        reps = reps[~pl.moved[reps] & pl.s.hosting[pl.cur_d[reps]] & (pl.cur_b[reps] == b)]
-        reps = reps[self._may_join(reps, other)]
-        lead = pl.lead[reps]
-        out = np.concatenate([reps[lead][:POOL], reps[~lead][:POOL]])
+        kinds = self._avail.get(b)
+        if kinds is None:
+            reps = self.by_b[b]
+            reps = reps[~pl.moved[reps] & pl.s.hosting[pl.cur_d[reps]] & (pl.cur_b[reps] == b)]
+            lead = pl.lead[reps]
+            kinds = (reps[lead], reps[~lead])
+            self._avail[b] = kinds
+        picked = []
+        for reps in kinds:
+            got: list[np.ndarray] = []
+            n, at, width = 0, 0, 2 * POOL
+            while n < POOL and at < len(reps):
+                win = reps[at : at + width]
+                ok = win[self._may_join(win, other)]
+                got.append(ok)
+                n += len(ok)
+                at += len(win)
+                width *= 2
+            picked.append(np.concatenate(got)[:POOL] if got else reps[:0])
+        out = np.concatenate(picked)
         return out[np.lexsort((out, pl.size_f[out]))]
 
     def _may_join(self, reps: np.ndarray, b: int) -> np.ndarray:
@@ -123,6 +147,7 @@ class _Exchanger:
         return ok
 
     def _apply(self, r: int, d: int) -> None:
+        self._avail.pop(int(self.pl.cur_b[r]), None)  # r leaves its broker's pool for good
         self.pl._apply(r, d)
         self.members[int(self.c.rep_part[r]), int(self.slot[r])] = int(self.pl.dir_b[d])
 
@@ -175,7 +200,10 @@ class _Exchanger:
             hosts = hosts[cnt[hosts] - 1 >= lo]
             cand = [int(x) for x in hosts[np.argsort(-cnt[hosts], kind="stable")] if x != b]
         same = [x for x in cand if self.rack[x] == self.rack[b]]
-        tried = cand[:PARTNERS] + [x for x in same if x not in cand[:PARTNERS]]
+        # Same-rack partners too (they trade without touching rack limits), the PARTNERS
+        # nearest by count: on a large cluster a rack holds dozens of brokers, and each
+        # partner tried is a full candidate search.
+        tried = cand[:PARTNERS] + [x for x in same if x not in cand[:PARTNERS]][:PARTNERS]
         self._last_tried = {b, *tried}
         best: tuple[float, float, int, int, list[tuple[int, int]]] | None = None
         for partner in tried:
@@ -205,7 +233,16 @@ class _Exchanger:
         self, a: int, b: int, goal: str
     ) -> tuple[float, float, list[tuple[int, int]]] | None:
         """Best exchange with A = a giving one or two replicas to B = b and B giving back none
-        or one: (-violation fall, bytes moved, [(replica, destination dir)]) or None."""
+        or one: (-violation fall, bytes moved, [(replica, destination dir)]) or None.
+
+        Candidates are the cells of an out-set x in-replica grid (flat index = out-set x
+        in-pool size + in position), each with up to four destination variants. They are
+        judged cheapest first: count rules from a table over the few (replicas, leaders)
+        classes of out-sets and in-replicas, byte bands only on the cells the counts allow,
+        and the directory check (the costly part) only on the first candidates in order
+        (largest fall, fewest bytes, variant, cell), in pieces, stopping at the first that
+        passes. Sorting every candidate measured most of a mid-size plan's time; the first
+        piece nearly always holds the winner."""
         pl = self.pl
         if not self.recv_b[b]:
             return None
@@ -220,93 +257,107 @@ class _Exchanger:
             i, j = np.triu_indices(len(small), 1)
             o1 = np.concatenate([o1, small[i]])
             o2 = np.concatenate([o2, small[j]])
-        ins = np.concatenate([[-1], in_pool]).astype(np.int64)
-        # Every (out-set, in-replica) pair, flat.
-        po = np.repeat(np.arange(len(o1)), len(ins))
-        p1, p2, pi = o1[po], o2[po], np.tile(ins, len(o1))
-        if caps:
-            keep = p2 < 0
-            p1, p2, pi = p1[keep], p2[keep], pi[keep]
-        if len(p1) == 0:
+        if len(o1) == 0:
             return None
+        ins = np.concatenate([[-1], in_pool]).astype(np.int64)
+        n_in = len(ins)
         s = pl.size_f
-        has2, hasi = p2 >= 0, pi >= 0
-        q2, qi = np.maximum(p2, 0), np.maximum(pi, 0)
-        s1 = s[p1]
+        has2, hasi = o2 >= 0, ins >= 0
+        q2, qi = np.maximum(o2, 0), np.maximum(ins, 0)
+        s1 = s[o1]
         s2 = np.where(has2, s[q2], 0.0)
         si = np.where(hasi, s[qi], 0.0)
-        n_o = 1 + has2.astype(np.int64)
-        n_i = hasi.astype(np.int64)
-        l_o = pl.lead[p1].astype(np.int64) + (has2 & pl.lead[q2])
-        l_i = (hasi & pl.lead[qi]).astype(np.int64)
-
+        # Count classes: out-set (replicas - 1) * 3 + leaders; in-replica none/follower/leader.
+        l_o = pl.lead[o1].astype(np.int64) + (has2 & pl.lead[q2])
+        oc = has2.astype(np.int64) * 3 + l_o
+        ic = hasi.astype(np.int64) + (hasi & pl.lead[qi])
+        cls_o = np.arange(6)
+        n_o_t, l_o_t = (1 + cls_o // 3)[:, None], (cls_o % 3)[:, None]
+        n_i_t, l_i_t = (np.arange(3) > 0)[None, :], (np.arange(3) == 2)[None, :]
         # Count violations: neither broker's may grow (for either goal), and the pair's
         # violation of the goal worked on must fall.
         fall: dict[str, np.ndarray] = {}
-        ok = np.ones(len(p1), bool)
+        ok_t = np.ones((6, 3), bool)
         for g, cnt, hi, lo, d_o, d_i in (
-            ("reps", pl.b_reps, pl.c_hi, pl.c_lo, n_o, n_i),
-            ("leaders", pl.b_leaders, pl.l_hi, pl.l_lo, l_o, l_i),
+            ("reps", pl.b_reps, pl.c_hi, pl.c_lo, n_o_t, n_i_t.astype(np.int64)),
+            ("leaders", pl.b_leaders, pl.l_hi, pl.l_lo, l_o_t, l_i_t.astype(np.int64)),
         ):
             va, vb = self._cviol(cnt[a], hi, lo, a), self._cviol(cnt[b], hi, lo, b)
             wa = self._cviol(cnt[a] - d_o + d_i, hi, lo, a)
             wb = self._cviol(cnt[b] + d_o - d_i, hi, lo, b)
-            ok &= (wa <= va) & (wb <= vb)
+            ok_t &= (wa <= va) & (wb <= vb)
             fall[g] = va + vb - wa - wb
-        moved_bytes = s1 + s2 + si
-        delta = si - s1 - s2  # change of A's bytes
-        ok &= fall[goal] > 0
-        ok &= self._bband(a, delta) & self._bband(b, -delta)
-        sel = np.flatnonzero(ok)
-        if len(sel) == 0:
+        ok_t &= fall[goal] > 0
+        if not ok_t.any():
             return None
 
         # Destinations: on B, the in-replica's dir or B's emptiest receivable dir; on A, the
-        # first out-replica's dir or A's emptiest receivable dir.
-        e_b_empty = self._emptiest(b)
-        e_a_empty = self._emptiest(a)
-        d1 = pl.cur_d[p1]
+        # first out-replica's dir or A's emptiest receivable dir. Variants in order:
+        # (A: own dir, B: own dir), (own, emptiest), (emptiest, own), (emptiest, emptiest); a
+        # plain move (no in-replica) has only B's dir to choose.
+        e_b = self._emptiest(b)
+        e_a = self._emptiest(a)
+        eb_ok, ea_ok = e_b >= 0, e_a >= 0
+        d1 = pl.cur_d[o1]
         di = np.where(hasi, pl.cur_d[qi], -1)
-        variants = []
-        for ea_kind in (0, 1):
-            for eb_kind in (0, 1):
-                eb = np.where(hasi, di, -1) if eb_kind == 0 else np.full(len(p1), e_b_empty)
-                # -2: a plain move (no in-replica) is tried under the first variant only.
-                ea = np.where(hasi, d1, -1) if ea_kind == 0 else np.where(hasi, e_a_empty, -2)
-                v_ok = ok & (eb >= 0) & pl.recv[np.maximum(eb, 0)]
-                v_ok &= (ea == -1) | ((ea >= 0) & pl.recv[np.maximum(ea, 0)])
-                idx = np.flatnonzero(v_ok)
-                variants.append((idx, ea[idx], eb[idx]))
-        idx = np.concatenate([v[0] for v in variants])
-        if len(idx) == 0:
+        r_d1 = pl.recv[d1]
+        r_di = hasi & pl.recv[np.maximum(di, 0)]
+        v_any = (r_di[None, :] & r_d1[:, None]) | (eb_ok & (~hasi[None, :] | r_d1[:, None]))
+        v_any |= r_di[None, :] & ea_ok
+        v_any |= hasi[None, :] & (eb_ok & ea_ok)
+        cell_ok = ok_t[oc[:, None], ic[None, :]] & v_any
+        cell = np.flatnonzero(cell_ok)
+        if len(cell) == 0:
             return None
-        ea = np.concatenate([v[1] for v in variants])
-        eb = np.concatenate([v[2] for v in variants])
-        order = np.lexsort((np.arange(len(idx)), moved_bytes[idx], -fall[goal][idx]))
-        idx, ea, eb = idx[order], ea[order], eb[order]
+        po, pi = cell // n_in, cell % n_in
+        c_fall = fall[goal][oc[po], ic[pi]]
+        c_bytes = s1[po] + s2[po] + si[pi]
         dirs_a, dirs_b = pl.dirs_of[a], pl.dirs_of[b]
         d2 = np.where(has2, pl.cur_d[q2], -1)
-        for at in range(0, len(idx), CHUNK):
-            k = idx[at : at + CHUNK]
-            ka, kb = ea[at : at + CHUNK], eb[at : at + CHUNK]
-            da = -((d1[k, None] == dirs_a[None, :]) * s1[k, None])
-            da = da - (d2[k, None] == dirs_a[None, :]) * s2[k, None]
-            da = da + (ka[:, None] == dirs_a[None, :]) * si[k, None]
-            dbm = (kb[:, None] == dirs_b[None, :]) * (s1 + s2)[k, None]
-            dbm = dbm - (di[k, None] == dirs_b[None, :]) * si[k, None]
-            got_a = ka[:, None] == dirs_a[None, :]
-            got_b = kb[:, None] == dirs_b[None, :]
-            good = self._dirs_ok(dirs_a, da, got_a) & self._dirs_ok(dirs_b, dbm, got_b)
-            hit = np.flatnonzero(good)
-            if len(hit):
-                h = int(hit[0])
-                r = int(k[h])
-                moves = [(int(p1[r]), int(kb[h]))]
-                if has2[r]:
-                    moves.append((int(p2[r]), int(kb[h])))
-                if hasi[r]:
-                    moves.append((int(pi[r]), int(ka[h])))
-                return (-float(fall[goal][r]), float(moved_bytes[r]), moves)
+        for piece in _pieces(-c_fall, c_bytes):
+            # Byte bands, then the piece (whole groups of equal fall and bytes) expanded into
+            # its destination variants, in the order (fall, bytes, variant, cell).
+            o, n = po[piece], pi[piece]
+            delta = si[n] - s1[o] - s2[o]  # change of A's bytes
+            piece = piece[self._bband(a, delta) & self._bband(b, -delta)]
+            o, n = po[piece], pi[piece]
+            hi_ = hasi[n]
+            v_ok = np.stack(
+                (
+                    r_di[n] & r_d1[o],
+                    eb_ok & (~hi_ | r_d1[o]),
+                    r_di[n] & ea_ok,
+                    hi_ & (eb_ok & ea_ok),
+                )
+            )
+            vv, kk = np.nonzero(v_ok)
+            k = piece[kk]
+            order = np.lexsort((k, vv, c_bytes[k], -c_fall[k]))
+            vv, k = vv[order], k[order]
+            for at in range(0, len(k), CHUNK):
+                kc, vc = k[at : at + CHUNK], vv[at : at + CHUNK]
+                o, n = po[kc], pi[kc]
+                ka = np.where(vc < 2, np.where(hasi[n], d1[o], -1), e_a)
+                kb = np.where(vc % 2 == 0, di[n], e_b)
+                da = -((d1[o, None] == dirs_a[None, :]) * s1[o, None])
+                da = da - (d2[o, None] == dirs_a[None, :]) * s2[o, None]
+                da = da + (ka[:, None] == dirs_a[None, :]) * si[n, None]
+                dbm = (kb[:, None] == dirs_b[None, :]) * (s1[o] + s2[o])[:, None]
+                dbm = dbm - (di[n, None] == dirs_b[None, :]) * si[n, None]
+                got_a = ka[:, None] == dirs_a[None, :]
+                got_b = kb[:, None] == dirs_b[None, :]
+                good = self._dirs_ok(dirs_a, da, got_a) & self._dirs_ok(dirs_b, dbm, got_b)
+                hit = np.flatnonzero(good)
+                if len(hit):
+                    h = int(hit[0])
+                    r = int(kc[h])
+                    ro, rn = int(po[r]), int(pi[r])
+                    moves = [(int(o1[ro]), int(kb[h]))]
+                    if has2[ro]:
+                        moves.append((int(o2[ro]), int(kb[h])))
+                    if hasi[rn]:
+                        moves.append((int(ins[rn]), int(ka[h])))
+                    return (-float(c_fall[r]), float(c_bytes[r]), moves)
         return None
 
     def _emptiest(self, b: int) -> int:
@@ -367,3 +418,29 @@ class _Exchanger:
         worse = act & (d_after > d_before + tol)
         ok &= ~worse.any(axis=-1)
         return np.asarray(ok)
+
+
+def _pieces(key: np.ndarray, cost: np.ndarray) -> Iterator[np.ndarray]:
+    """Positions 0..n-1 in the order (key, cost, position), lazily, in pieces of whole groups
+    of equal (key, cost), ``CHUNK`` or so first and twice as many each time after: a partial
+    selection per piece instead of one sort of everything, since the caller usually stops in
+    the first piece (and growing pieces keep a long read to a few selections)."""
+    size = CHUNK
+    rest = np.arange(len(key))
+    while len(rest):
+        kr = key[rest]
+        first = kr == kr.min()
+        pos, rest = rest[first], rest[~first]
+        while len(pos):
+            c = cost[pos]
+            if len(pos) > 2 * size:
+                t = np.partition(c, size)[size]
+                size *= 2
+                head = c < t
+                if not head.any():
+                    head = c <= t
+            else:
+                head = np.ones(len(pos), bool)
+            h = pos[head]
+            yield h[np.lexsort((h, c[head]))]
+            pos = pos[~head]

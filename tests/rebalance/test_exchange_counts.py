@@ -148,3 +148,19 @@ def test_exchanges_respect_the_move_cap() -> None:
     for cap in (1, 2, 3):
         pl = _with_exchanges(cluster, Request(mode="full", max_moves=cap))
         assert int(pl.moved.sum()) <= cap
+
+
+def test_exchange_candidates_come_in_the_order_of_one_full_sort() -> None:
+    """The search reads candidates lazily, piece by piece (partial selection), and stops at
+    the first that fits; the order must be exactly (key, cost, position), ties included."""
+    from spindle.rebalance.exchange import CHUNK, _pieces
+
+    rng = np.random.default_rng(7)
+    for n, distinct in ((10, 3), (3 * CHUNK, 5), (9 * CHUNK, 40), (9 * CHUNK, 9 * CHUNK)):
+        key = -rng.integers(0, 3, n).astype(np.float64)
+        cost = rng.integers(0, distinct, n).astype(np.float64)
+        pieces = list(_pieces(key, cost))
+        got = np.concatenate(pieces)
+        assert np.array_equal(got, np.lexsort((np.arange(n), cost, key)))
+        if n > 2 * CHUNK and distinct > 2 * CHUNK:
+            assert len(pieces) > 3  # read lazily, not one sort of everything

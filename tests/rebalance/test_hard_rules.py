@@ -227,7 +227,7 @@ crowded_shapes = st.builds(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(shape=crowded_shapes, mode=st.sampled_from(("full", "add-brokers", "fix-offline")))
 def test_no_replica_moves_onto_a_broker_that_held_its_partition(shape: Shape, mode: str) -> None:
     """Few brokers, high replication, new brokers and lost dirs: many partitions move more than
