@@ -212,48 +212,50 @@ def test_full_mode_swaps_two_replicas_when_nothing_can_simply_leave_an_over_full
     assert result.summary["after"]["dirsOverCapacityThreshold"] == 0
 
 
-crowded_shapes = st.builds(
-    Shape,
-    brokers=st.integers(3, 8),
-    disks=st.integers(1, 3),
-    replicas=st.integers(60, 400),
-    replication=st.integers(2, 3),
-    racks=st.integers(1, 3),
-    new_brokers=st.integers(1, 2),
-    offline_dirs=st.integers(0, 2),
-    draining_dirs=st.integers(0, 2),
-    target_utilisation=st.sampled_from([0.5, 0.65]),
-    seed=st.integers(0, 10_000),
-)
+def _crowded(seed: int) -> Shape:
+    """Few brokers, replication 3, new brokers, lost dirs: partitions often move two of their
+    replicas, the case where a later move could land where an earlier one left."""
+    return Shape(
+        brokers=4 + seed % 4,
+        disks=2,
+        replicas=120 + 20 * (seed % 5),
+        replication=3,
+        racks=1 + seed % 3,
+        new_brokers=1 + seed % 2,
+        offline_dirs=seed % 2,
+        draining_dirs=(seed // 2) % 2,
+        target_utilisation=0.5,
+        seed=seed,
+    )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(shape=crowded_shapes, mode=st.sampled_from(("full", "add-brokers", "fix-offline")))
-def test_no_replica_moves_onto_a_broker_that_held_its_partition(shape: Shape, mode: str) -> None:
-    """Few brokers, high replication, new brokers and lost dirs: many partitions move more than
-    one replica, the case where a later move could land where an earlier one left."""
-    cluster = generate(shape)
-    brokers = (int(cluster.broker_ids[-1]),) if mode == "add-brokers" else ()
-    request = Request(mode=mode, brokers=brokers)
-    try:
-        result = make_plan(cluster, request, goals=Goals(), detail=False)
-    except PlanError:
-        return  # refusals are the property above's business
-    cur_b = result.placement[0]
-    assert not _moves_onto_held_brokers(cluster, cur_b)
-    # The plan's Kafka JSON agrees: per partition, the brokers it adds are new to it.
-    ids = cluster.broker_ids.tolist()
-    index = {
-        (cluster.part_topic[p], int(cluster.part_num[p])): p for p in range(cluster.n_partitions)
-    }
-    for entry in result.plan["partitions"]:
-        p = index[entry["topic"], entry["partition"]]
-        before = {
-            ids[b] for b in cluster.rep_broker[cluster.part_start[p] : cluster.part_start[p + 1]]
+def test_no_replica_moves_onto_a_broker_that_held_its_partition() -> None:
+    # The greedy and its exchanges (exact fallback off: it keeps the rule in its model, and
+    # the property above covers plans it makes); before the rule, 9 of these 40 plans broke it.
+    twice = 0
+    for seed in range(40):
+        cluster = generate(_crowded(seed))
+        mode = ("full", "add-brokers", "fix-offline")[seed % 3]
+        brokers = (int(cluster.broker_ids[-1]),) if mode == "add-brokers" else ()
+        try:
+            result = make_plan(
+                cluster, Request(mode=mode, brokers=brokers), goals=Goals(), exact_limit=0
+            )
+        except PlanError:
+            continue
+        cur_b = result.placement[0]
+        assert not _moves_onto_held_brokers(cluster, cur_b), f"seed {seed} ({mode})"
+        # Kafka's view: per changed partition, each slot that changed broker is a new copy.
+        ids = cluster.broker_ids.tolist()
+        index = {
+            (cluster.part_topic[p], int(cluster.part_num[p])): p
+            for p in range(cluster.n_partitions)
         }
-        after = entry["replicas"]
-        assert len(set(after) - before) == sum(
-            1
-            for i, b in enumerate(after)
-            if b != ids[cluster.rep_broker[cluster.part_start[p] + i]]
-        )
+        for entry in result.plan["partitions"]:
+            p = index[entry["topic"], entry["partition"]]
+            lo, hi = int(cluster.part_start[p]), int(cluster.part_start[p + 1])
+            before = [ids[b] for b in cluster.rep_broker[lo:hi]]
+            changed = [b for b, b0 in zip(entry["replicas"], before, strict=True) if b != b0]
+            assert not set(changed) & set(before)
+            twice += len(changed) >= 2
+    assert twice >= 10  # the case the rule is about did come up
