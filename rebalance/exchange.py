@@ -208,7 +208,14 @@ class _Exchanger:
         best: tuple[float, float, int, int, list[tuple[int, int]]] | None = None
         for partner in tried:
             giver, taker = (b, partner) if over else (partner, b)
-            found = self._best_exchange(giver, taker, goal)
+            # The count rules bound what this pair can do: skip the search when no class of
+            # exchange is allowed, or when none could fall as far as the best found already
+            # (a partner wins only by a larger fall, or an equal one with fewer bytes).
+            table = self._count_table(giver, taker, goal)
+            bound = int(table[1][table[0]].max(initial=0))
+            if bound <= 0 or (best is not None and bound < -best[0]):
+                continue
+            found = self._best_exchange(giver, taker, goal, table)
             if found is not None and (best is None or found[:2] < best[:2]):
                 best = (found[0], found[1], giver, taker, found[2])
         if best is None:
@@ -229,8 +236,34 @@ class _Exchanger:
 
     # ------------------------------------------------------------------ search
 
+    def _count_table(self, a: int, b: int, goal: str) -> tuple[np.ndarray, np.ndarray]:
+        """The count rules of an exchange from A = a to B = b by class: rows are out-sets
+        ((replicas - 1) * 3 + leaders; row 2, one replica and two leaders, cannot occur),
+        columns in-replicas (none, follower, leader). Returns (allowed, fall of ``goal``):
+        neither broker's violation of either goal may grow, and the pair's violation of the
+        goal worked on must fall."""
+        pl = self.pl
+        cls_o = np.arange(6)
+        n_o_t, l_o_t = (1 + cls_o // 3)[:, None], (cls_o % 3)[:, None]
+        n_i_t = (np.arange(3) > 0)[None, :].astype(np.int64)
+        l_i_t = (np.arange(3) == 2)[None, :].astype(np.int64)
+        fall: dict[str, np.ndarray] = {}
+        ok_t = np.ones((6, 3), bool)
+        ok_t[2] = False
+        for g, cnt, hi, lo, d_o, d_i in (
+            ("reps", pl.b_reps, pl.c_hi, pl.c_lo, n_o_t, n_i_t),
+            ("leaders", pl.b_leaders, pl.l_hi, pl.l_lo, l_o_t, l_i_t),
+        ):
+            va, vb = self._cviol(cnt[a], hi, lo, a), self._cviol(cnt[b], hi, lo, b)
+            wa = self._cviol(cnt[a] - d_o + d_i, hi, lo, a)
+            wb = self._cviol(cnt[b] + d_o - d_i, hi, lo, b)
+            ok_t &= (wa <= va) & (wb <= vb)
+            fall[g] = va + vb - wa - wb
+        ok_t &= fall[goal] > 0
+        return ok_t, fall[goal]
+
     def _best_exchange(
-        self, a: int, b: int, goal: str
+        self, a: int, b: int, goal: str, table: tuple[np.ndarray, np.ndarray]
     ) -> tuple[float, float, list[tuple[int, int]]] | None:
         """Best exchange with A = a giving one or two replicas to B = b and B giving back none
         or one: (-violation fall, bytes moved, [(replica, destination dir)]) or None.
@@ -271,23 +304,7 @@ class _Exchanger:
         l_o = pl.lead[o1].astype(np.int64) + (has2 & pl.lead[q2])
         oc = has2.astype(np.int64) * 3 + l_o
         ic = hasi.astype(np.int64) + (hasi & pl.lead[qi])
-        cls_o = np.arange(6)
-        n_o_t, l_o_t = (1 + cls_o // 3)[:, None], (cls_o % 3)[:, None]
-        n_i_t, l_i_t = (np.arange(3) > 0)[None, :], (np.arange(3) == 2)[None, :]
-        # Count violations: neither broker's may grow (for either goal), and the pair's
-        # violation of the goal worked on must fall.
-        fall: dict[str, np.ndarray] = {}
-        ok_t = np.ones((6, 3), bool)
-        for g, cnt, hi, lo, d_o, d_i in (
-            ("reps", pl.b_reps, pl.c_hi, pl.c_lo, n_o_t, n_i_t.astype(np.int64)),
-            ("leaders", pl.b_leaders, pl.l_hi, pl.l_lo, l_o_t, l_i_t.astype(np.int64)),
-        ):
-            va, vb = self._cviol(cnt[a], hi, lo, a), self._cviol(cnt[b], hi, lo, b)
-            wa = self._cviol(cnt[a] - d_o + d_i, hi, lo, a)
-            wb = self._cviol(cnt[b] + d_o - d_i, hi, lo, b)
-            ok_t &= (wa <= va) & (wb <= vb)
-            fall[g] = va + vb - wa - wb
-        ok_t &= fall[goal] > 0
+        ok_t, fall_t = table
         if not ok_t.any():
             return None
 
@@ -310,7 +327,7 @@ class _Exchanger:
         if len(cell) == 0:
             return None
         po, pi = cell // n_in, cell % n_in
-        c_fall = fall[goal][oc[po], ic[pi]]
+        c_fall = fall_t[oc[po], ic[pi]]
         c_bytes = s1[po] + s2[po] + si[pi]
         dirs_a, dirs_b = pl.dirs_of[a], pl.dirs_of[b]
         d2 = np.where(has2, pl.cur_d[q2], -1)
