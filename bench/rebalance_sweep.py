@@ -30,38 +30,10 @@ from collections.abc import Callable
 from typing import Any
 
 from spindle.rebalance import core
-from spindle.rebalance.generator import Shape, generate
+from spindle.rebalance.generator import Shape, generate, mid_shape, small_shape
 from spindle.rebalance.model import Goals, PlanError
 from spindle.rebalance.pipeline import make_plan
 from spindle.rebalance.scope import Request
-
-
-def mid_shape(seed: int) -> Shape:
-    return Shape(
-        brokers=8 + seed % 9,
-        disks=2 + seed % 3,
-        replicas=500 * (1 + seed % 6),
-        racks=3,
-        new_brokers=seed % 3,
-        offline_dirs=seed % 2,
-        draining_dirs=(seed // 2) % 2,
-        seed=seed,
-    )
-
-
-def small_shape(seed: int) -> Shape:
-    return Shape(
-        brokers=4,
-        disks=2,
-        replicas=48,
-        replication=2,
-        racks=2,
-        hot_topics=1,
-        disk_sizes=(1.0, 1.5),
-        new_brokers=seed % 2,
-        target_utilisation=0.45,
-        seed=seed,
-    )
 
 
 def grown_shape() -> Shape:

@@ -173,3 +173,37 @@ def _repair(
                 if cand not in row[:j] and cand not in row[j + 1 :] and counts[rack[cand]] < limit:
                     row[j] = cand
                     break
+
+
+def small_shape(seed: int) -> Shape:
+    """4 brokers x 2 disks on 2 racks, 48 replicas (RF 2), every other one with a new broker:
+    small enough for the exact (MIP) planner, so tests and the sweep benchmark compare against
+    the optimum on it."""
+    return Shape(
+        brokers=4,
+        disks=2,
+        replicas=48,
+        replication=2,
+        racks=2,
+        hot_topics=1,
+        disk_sizes=(1.0, 1.5),
+        new_brokers=seed % 2,
+        target_utilisation=0.45,
+        seed=seed,
+    )
+
+
+def mid_shape(seed: int) -> Shape:
+    """8-16 brokers, 2-4 disks, 500-3000 replicas on 3 racks, some new brokers and Offline or
+    Draining dirs: the sizes where the count goals are hardest for the greedy (bands a few
+    replicas wide, racks of unequal size), used by the sweep benchmark and exchange tests."""
+    return Shape(
+        brokers=8 + seed % 9,
+        disks=2 + seed % 3,
+        replicas=500 * (1 + seed % 6),
+        racks=3,
+        new_brokers=seed % 3,
+        offline_dirs=seed % 2,
+        draining_dirs=(seed // 2) % 2,
+        seed=seed,
+    )

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from spindle.rebalance import exact
 from spindle.rebalance.cli import main
-from spindle.rebalance.generator import Shape, generate
+from spindle.rebalance.generator import Shape, generate, small_shape
 from spindle.rebalance.model import Goals, PlanError, cluster_to_json
 from spindle.rebalance.pipeline import make_plan
 from spindle.rebalance.report import hard_violations
@@ -103,19 +103,7 @@ def test_exact_plans_are_byte_identical_for_the_same_snapshot() -> None:
 def test_soft_bands_are_elastic_so_an_unreachable_band_is_not_infeasible() -> None:
     # The test MIP's shape where no plan meets every band (the strict model finds none), but
     # the elastic model still places every replica under the hard rules.
-    cluster = generate(
-        Shape(
-            brokers=4,
-            disks=2,
-            replicas=48,
-            replication=2,
-            racks=2,
-            hot_topics=1,
-            disk_sizes=(1.0, 1.5),
-            target_utilisation=0.45,
-            seed=0,
-        )
-    )
+    cluster = generate(small_shape(0))
     scope = build_scope(cluster, Request(mode="full"))
     strict = exact.solve(cluster, scope, Goals(), elastic=False)
     elastic = exact.solve(cluster, scope, Goals())

@@ -16,7 +16,7 @@ from spindle.rebalance import core
 from spindle.rebalance.achievable import classify, unachievable
 from spindle.rebalance.core import Planner
 from spindle.rebalance.exchange import exchange_counts
-from spindle.rebalance.generator import Shape, generate
+from spindle.rebalance.generator import generate, mid_shape
 from spindle.rebalance.model import Cluster, Goals, parse_snapshot
 from spindle.rebalance.prepare import prepare_local
 from spindle.rebalance.report import figures, hard_violations, offenders
@@ -97,26 +97,12 @@ def test_leader_for_follower_exchanges_meet_the_leader_band_single_moves_cannot(
 SEEDS = (6, 12, 15, 16)
 
 
-def _sweep_shape(seed: int) -> Shape:
-    # The mid-size sweep's shapes (bench/rebalance_sweep.py): 8-16 brokers, 3 racks.
-    return Shape(
-        brokers=8 + seed % 9,
-        disks=2 + seed % 3,
-        replicas=500 * (1 + seed % 6),
-        racks=3,
-        new_brokers=seed % 3,
-        offline_dirs=seed % 2,
-        draining_dirs=(seed // 2) % 2,
-        seed=seed,
-    )
-
-
 def test_exchanges_fix_count_offenders_the_greedy_leaves_and_keep_every_rule(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     before_total = after_total = 0
     for seed in SEEDS:
-        cluster = generate(_sweep_shape(seed))
+        cluster = generate(mid_shape(seed))
         scope = build_scope(cluster, Request(mode="full"))
         base = _greedy_only(monkeypatch, cluster)
         pl = _with_exchanges(cluster)
@@ -137,7 +123,7 @@ def test_exchanges_fix_count_offenders_the_greedy_leaves_and_keep_every_rule(
 
 
 def test_exchanges_are_deterministic() -> None:
-    cluster = generate(_sweep_shape(6))
+    cluster = generate(mid_shape(6))
     one, two = _with_exchanges(cluster), _with_exchanges(cluster)
     assert np.array_equal(one.cur_d, two.cur_d)
     assert np.array_equal(one.cur_b, two.cur_b)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from spindle.rebalance import exact
-from spindle.rebalance.generator import Shape, generate
+from spindle.rebalance.generator import generate, small_shape
 from spindle.rebalance.model import Cluster, Goals, PlanError
 from spindle.rebalance.pipeline import make_plan
 from spindle.rebalance.scope import Request, build_scope
@@ -33,22 +33,6 @@ def optimum(cluster: Cluster, goals: Goals) -> float | None:
     if found.cur_broker is None:
         return None
     return found.bytes_moved
-
-
-def small_shape(seed: int) -> Shape:
-    """4 brokers x 2 disks on 2 racks, 48 replicas (RF 2), every other one with a new broker."""
-    return Shape(
-        brokers=4,
-        disks=2,
-        replicas=48,
-        replication=2,
-        racks=2,
-        hot_topics=1,
-        disk_sizes=(1.0, 1.5),
-        new_brokers=seed % 2,
-        target_utilisation=0.45,
-        seed=seed,
-    )
 
 
 def _met_all(summary: dict[str, Any]) -> bool:
