@@ -28,6 +28,7 @@ from spindle.broker.server.config import ConfigError, settings_from_properties
 from .conftest import Broker, Etcd, make_broker
 from .wire import (
     Wire,
+    alter_replica_log_dirs,
     create_topic,
     fetch_all_values,
     fetch_request,
@@ -228,27 +229,12 @@ def test_missing_replica_is_recreated_in_the_directory_the_metadata_assigns(
 ) -> None:
     import shutil
 
-    from kafka.protocol.admin import AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse
-
     broker = make_broker(tmp_path, etcd, dirs=3)
     broker.start()
     try:
         crowded = broker.log_dirs[2]
         with Wire(broker.port) as wire:
-            req = AlterReplicaLogDirsRequest[2](
-                dirs=[
-                    AlterReplicaLogDirsRequest.AlterReplicaLogDir(
-                        path=crowded,
-                        topics=[
-                            AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic(
-                                name=n, partitions=[0]
-                            )
-                            for n in ("c1", "c2", "c3")
-                        ],
-                    )
-                ]
-            )
-            wire.call(req, AlterReplicaLogDirsResponse)
+            alter_replica_log_dirs(wire, crowded, ["c1", "c2", "c3"])
             for n in ("c1", "c2", "c3"):
                 create_topic(wire, n)
         assert {"c1-0", "c2-0", "c3-0"} <= set(os.listdir(crowded))

@@ -9,8 +9,6 @@ import time
 from pathlib import Path
 
 from kafka.protocol.admin import (
-    AlterReplicaLogDirsRequest,
-    AlterReplicaLogDirsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
 )
@@ -19,7 +17,7 @@ from kafka.protocol.producer import ProduceResponse
 from spindle.broker.records.batch import validate
 
 from .conftest import Etcd, make_broker
-from .wire import Wire, create_topic, fetch_request, produce_request
+from .wire import Wire, alter_replica_log_dirs, create_topic, fetch_request, produce_request
 
 SENDFILE_MIN_BYTES = 65536  # spindle.broker.server.handlers: at or above it, no copy
 TOPIC = "zero-copy"
@@ -101,19 +99,7 @@ def test_sendfile_fetches_match_copied_batches_across_rolls_and_a_move_swap(
 
             (src,) = {d for d, _ in _placement(wire)}
             dest = next(d for d in broker.log_dirs if d != src)
-            req = AlterReplicaLogDirsRequest[1](
-                dirs=[
-                    AlterReplicaLogDirsRequest.AlterReplicaLogDir(
-                        path=dest,
-                        topics=[
-                            AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic(
-                                name=TOPIC, partitions=[0]
-                            )
-                        ],
-                    )
-                ]
-            )
-            resp = wire.call(req, AlterReplicaLogDirsResponse)
+            resp = alter_replica_log_dirs(wire, dest, [TOPIC], version=1)
             assert resp.results[0].partitions[0].error_code == 0
             passes_during_move = 0
             produced = 60

@@ -7,7 +7,12 @@ import struct
 import threading
 from typing import Any
 
-from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.admin import (
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
@@ -244,3 +249,22 @@ def init_producer_id(wire: Wire) -> Any:
         transactional_id=None, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1
     )
     return wire.call(req, InitProducerIdResponse)
+
+
+def alter_replica_log_dirs(
+    wire: Wire, path: str, topics: list[str], *, version: int = 2, partition: int = 0
+) -> Any:
+    """AlterReplicaLogDirs: move partition ``partition`` of each topic in ``topics`` to the log
+    dir ``path`` of this broker (or pre-place it there, for a topic not created yet)."""
+    entry = AlterReplicaLogDirsRequest.AlterReplicaLogDir
+    req = AlterReplicaLogDirsRequest[version](
+        dirs=[
+            entry(
+                path=path,
+                topics=[
+                    entry.AlterReplicaLogDirTopic(name=n, partitions=[partition]) for n in topics
+                ],
+            )
+        ]
+    )
+    return wire.call(req, AlterReplicaLogDirsResponse)
