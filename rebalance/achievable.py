@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from spindle.rebalance.bands import band_floor
 from spindle.rebalance.model import ACTIVE, OFFLINE, Cluster, Goals
 from spindle.rebalance.prepare import hosting_racks, rack_limits
 from spindle.rebalance.scope import Scope
@@ -74,7 +75,7 @@ def unachievable(cluster: Cluster, scope: Scope, goals: Goals) -> dict[str, dict
     placed = float(cluster.rep_size[~stuck].sum()) + float(cluster.dir_external()[host].sum())
     mean = placed / float(b_cap.sum()) if b_cap.sum() else 0.0
     hi_b = np.minimum(goals.broker_balance * mean * b_cap, b_hard)
-    lo_b = np.minimum((2 - goals.broker_balance) * mean * b_cap, hi_b)
+    lo_b = np.minimum(band_floor(goals.broker_balance, mean) * b_cap, hi_b)
     recv_b = _recv_b(cluster, scope)
     offline = cluster.dir_state == OFFLINE
 
@@ -106,7 +107,7 @@ def unachievable(cluster: Cluster, scope: Scope, goals: Goals) -> dict[str, dict
         counts = np.bincount(cluster.rep_broker[mask], minlength=n_b)
         final = ~stuck & (cluster.rep_leader if goal == "leaders" else True)
         m = float(final.sum()) / n_host  # evacuated replicas land somewhere: they count
-        lo_c = int(np.floor((2 - factor) * m))
+        lo_c = int(np.floor(band_floor(factor, m)))
         for b in np.flatnonzero(closed & (counts < lo_c)).tolist():
             out[goal][b] = (
                 why_closed(b) + f"; it keeps {int(counts[b])} {goal} and can only lose some, "
@@ -149,11 +150,11 @@ def unachievable(cluster: Cluster, scope: Scope, goals: Goals) -> dict[str, dict
         too_low = floor > shed_to + 1e-9 * max(floor, 1.0)
         for d, ld, td in zip(dirs.tolist(), lo_d.tolist(), t_d.tolist(), strict=True):
             ratio_now = ld / td / u if u > 0 else 1.0
-            if ld < (2 - db) * u * td * (1 - 1e-9):
+            if ld < band_floor(db, u) * td * (1 - 1e-9):
                 out["diskUtilisationOverBrokerMean"][d] = (
                     closed_why + f"; its disks can only lose bytes, and even with the others "
                     f"shed to the band's top this dir stays at {ratio_now:.4f} of the mean "
-                    f"(band floor {2 - db:.2f})"
+                    f"(band floor {band_floor(db, 1.0):.2f})"
                 )
             elif not scope.cross_ok and ld > db * u * td * (1 + 1e-9):
                 out["diskUtilisationOverBrokerMean"][d] = (
@@ -215,7 +216,7 @@ def _rack_limits(
     n_host = max(int(host_b.sum()), 1)
     mean_reps = float((~stuck).sum()) / n_host
     c_hi = int(np.ceil(goals.replica_balance * mean_reps))
-    c_lo = int(np.floor((2 - goals.replica_balance) * mean_reps))
+    c_lo = int(np.floor(band_floor(goals.replica_balance, mean_reps)))
     serving = scope.hosting[cluster.rep_dir]
     counts = np.bincount(cluster.rep_broker[serving], minlength=n_b)
     for rk in np.unique(rack[host_b]).tolist():

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from spindle.rebalance.bands import band_floor
 from spindle.rebalance.exchange import exchange_counts
 from spindle.rebalance.model import ACTIVE, STATES, Cluster, Goals, SnapshotError
 from spindle.rebalance.prepare import Prepared, hosting_racks, rack_limits
@@ -144,14 +145,14 @@ class Planner:
         self.mean_util = placed_bytes / cap_sum if cap_sum > 0 else 0.0
         bb = goals.broker_balance
         self.b_hi: np.ndarray = np.minimum(bb * self.mean_util * self.b_cap, self.b_hard)
-        self.b_lo: np.ndarray = np.minimum((2 - bb) * self.mean_util * self.b_cap, self.b_hi)
+        self.b_lo: np.ndarray = np.minimum(band_floor(bb, self.mean_util) * self.b_cap, self.b_hi)
         n_host = max(int(self.host_b.sum()), 1)
         mean_reps = int((~rep_stuck).sum()) / n_host
         mean_leaders = int((cluster.rep_leader & ~rep_stuck).sum()) / n_host
         self.c_hi = int(np.ceil(goals.replica_balance * mean_reps))
-        self.c_lo = int(np.floor((2 - goals.replica_balance) * mean_reps))
+        self.c_lo = int(np.floor(band_floor(goals.replica_balance, mean_reps)))
         self.l_hi = int(np.ceil(goals.leader_balance * mean_leaders))
-        self.l_lo = int(np.floor((2 - goals.leader_balance) * mean_leaders))
+        self.l_lo = int(np.floor(band_floor(goals.leader_balance, mean_leaders)))
 
         self.n_racks = hosting_racks(cluster, scope)
         self.rack_limit = rack_limits(np.diff(cluster.part_start), self.n_racks)
@@ -634,7 +635,7 @@ class Planner:
                 d = max(excess, key=lambda k: (excess[k] / self.total[k], -k), default=-1)
                 if d < 0 or excess[d] <= 0:
                     break
-                lo = (2 - db) * u * self.total[d] if self.active[d] else 0.0
+                lo = band_floor(db, u) * self.total[d] if self.active[d] else 0.0
                 r = self.shed(
                     d,
                     float(excess[d]),
@@ -654,7 +655,7 @@ class Planner:
             while not self.capped:
                 u = self.a_load[b] / self.a_cap[b]
                 deficit = {
-                    d: (2 - db) * u * self.total[d] - self.dir_load[d]
+                    d: band_floor(db, u) * self.total[d] - self.dir_load[d]
                     for d in dirs
                     if self.recv[d] and d not in stuck
                 }
@@ -663,7 +664,7 @@ class Planner:
                     break
                 moved = -1
                 for donor in self._fullest_dirs(b, {d}):
-                    lo_donor = (2 - db) * u * self.total[donor] if self.active[donor] else 0.0
+                    lo_donor = band_floor(db, u) * self.total[donor] if self.active[donor] else 0.0
                     slack = float(self.dir_load[donor] - lo_donor)
                     if slack <= 0:
                         continue
@@ -973,7 +974,7 @@ class Planner:
             lead_room=self.b_leaders + 1 <= self.l_hi,
             max_room=self._max_room(),
             a_load=self.a_load.astype(np.float64),
-            lo_factor=(2 - db) / np.maximum(self.a_cap, 1.0),
+            lo_factor=band_floor(db, 1.0) / np.maximum(self.a_cap, 1.0),
             dir_load=self.dir_load.astype(np.float64),
             dir_total=self.total,
             dir_active=self.active,
@@ -1004,7 +1005,7 @@ class Planner:
         hi_c, lo_c = (self.l_hi, self.l_lo) if leaders else (self.c_hi, self.c_lo)
         denom = max(hi_c, 1)
         excess = phase == "excess"
-        lo_k = 2 - self.g.disk_balance
+        lo_k = band_floor(self.g.disk_balance, 1.0)
         db = self.g.disk_balance
         c_hi, l_hi, c_lo = self.c_hi, self.l_hi, self.c_lo
         by_brokers = self.s.balance_brokers
@@ -1231,7 +1232,7 @@ class Planner:
         cand_all, starts = self._small
         self._first_small(b)
         floor_room = float(self.b_load[b] - self.b_lo[b])
-        lo_factor = (2 - self.g.disk_balance) / max(float(self.a_cap[b]), 1.0)
+        lo_factor = band_floor(self.g.disk_balance, 1.0) / max(float(self.a_cap[b]), 1.0)
         a_load = float(self.a_load[b])
         attempts = 0
         i, end = self._small_ptr[b], int(starts[b + 1])

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import highspy
 import numpy as np
+from spindle.rebalance.bands import band_floor
 from spindle.rebalance.model import ACTIVE, Cluster, Goals
 from spindle.rebalance.prepare import hosting_racks, rack_limits
 from spindle.rebalance.scope import Scope
@@ -291,15 +292,15 @@ def solve(
         dirs = np.flatnonzero(host & (d_b == b)).tolist()
         if scope.balance_brokers:
             e = float(ext[dirs].sum())
-            lo = (2 - goals.broker_balance) * mean * b_cap[b] - e
+            lo = band_floor(goals.broker_balance, mean) * b_cap[b] - e
             hi = goals.broker_balance * mean * b_cap[b] - e
             band([load_col[d] for d in dirs], [1.0] * len(dirs), lo, hi, w_bytes)
         if scope.balance_counts:
             cols = [j for d in dirs for j in by_d[d]]
-            lo_r = math.floor((2 - goals.replica_balance) * m_r)
+            lo_r = math.floor(band_floor(goals.replica_balance, m_r))
             band(cols, [1.0] * len(cols), lo_r, math.ceil(goals.replica_balance * m_r), w_count)
             lcols = [j for j in cols if x_lead[j]]
-            lo_l = math.floor((2 - goals.leader_balance) * m_l)
+            lo_l = math.floor(band_floor(goals.leader_balance, m_l))
             band(lcols, [1.0] * len(lcols), lo_l, math.ceil(goals.leader_balance * m_l), w_count)
         if scope.balance_disks:
             act = [d for d in dirs if active[d]]
@@ -308,7 +309,10 @@ def solve(
             for d in act:
                 # (L_d + ext_d) / T_d within f x (Active load) / a_cap, multiplied out:
                 # a_cap * (L_d + ext_d) - f * T_d * (sum of L + ext over Active dirs).
-                for f, upper in ((goals.disk_balance, True), (2 - goals.disk_balance, False)):
+                for f, upper in (
+                    (goals.disk_balance, True),
+                    (band_floor(goals.disk_balance, 1.0), False),
+                ):
                     cols_d = [load_col[dd] for dd in act]
                     vals_d = [(a_cap if dd == d else 0.0) - f * total[d] for dd in act]
                     const = a_cap * ext[d] - f * total[d] * e_act

@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
+from spindle.rebalance.bands import band_floor
 from spindle.rebalance.prepare import hosting_racks, rack_limits
 
 if TYPE_CHECKING:
@@ -427,10 +428,12 @@ class _Exchanger:
         u_after = a_after / a_cap
         db = self.db
         d_before = np.maximum(load - db * u_now * tot, 0) + np.maximum(
-            (2 - db) * u_now * tot - load, 0
+            band_floor(db, u_now) * tot - load, 0
         )
         ua = u_after[..., None]
-        d_after = np.maximum(after - db * ua * tot, 0) + np.maximum((2 - db) * ua * tot - after, 0)
+        d_after = np.maximum(after - db * ua * tot, 0) + np.maximum(
+            band_floor(db, ua) * tot - after, 0
+        )
         tol = EPS * tot
         worse = act & (d_after > d_before + tol)
         ok &= ~worse.any(axis=-1)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from spindle.rebalance.bands import band_floor
 from spindle.rebalance.model import ACTIVE, OFFLINE, STATES, Cluster, Goals
 from spindle.rebalance.prepare import hosting_racks, rack_limits
 from spindle.rebalance.scope import Scope
@@ -117,7 +118,7 @@ def figures(
             return {"mean": 0, "max": 0, "min": 0, "met": True}
         m = float(values.mean()) if mean is None else mean
         hi = np.ceil(factor * m) if integer else factor * m
-        lo = np.floor((2 - factor) * m) if integer else (2 - factor) * m
+        lo = np.floor(band_floor(factor, m)) if integer else band_floor(factor, m)
         tol = 0 if integer else 1e-9 * max(m, 1e-12)
         out = int(((values > hi + tol) | (values < lo - tol)).sum())
         return {
@@ -131,7 +132,7 @@ def figures(
         }
 
     db = goals.disk_balance
-    disk_out = active & (a_mean > 0) & ((ratio > db + 1e-9) | (ratio < 2 - db - 1e-9))
+    disk_out = active & (a_mean > 0) & ((ratio > db + 1e-9) | (ratio < band_floor(db, 1.0) - 1e-9))
     over = host & (load > goals.capacity_threshold * total + 0.5)
     return {
         "meanUtilisation": round(mean, 6),
@@ -190,7 +191,7 @@ def lower_bounds(cluster: Cluster, scope: Scope, goals: Goals) -> dict[str, floa
     placed = float(cluster.rep_size[~stuck].sum()) + float(cluster.dir_external()[host].sum())
     mean = placed / b_cap.sum() if b_cap.sum() else 0.0
     hi_b = np.minimum(bb * mean * b_cap, b_hard)
-    lo_b = np.minimum((2 - bb) * mean * b_cap, hi_b)
+    lo_b = np.minimum(band_floor(bb, mean) * b_cap, hi_b)
     a_cap = np.bincount(cluster.dir_broker, weights=total * active, minlength=n_b)
     cordoned = np.bincount(cluster.dir_broker, weights=load * (host & ~active), minlength=n_b)
     out: dict[str, float] = {"forced": forced}
@@ -201,7 +202,7 @@ def lower_bounds(cluster: Cluster, scope: Scope, goals: Goals) -> dict[str, floa
         u_lo = np.divide(np.maximum(lp - cordoned, 0), a_cap, out=np.zeros(n_b), where=a_cap > 0)
         d_b = cluster.dir_broker
         hi_d = np.where(active, np.minimum(hard, db * u_hi[d_b] * total), hard)
-        lo_d = np.where(active & scope.receivable, (2 - db) * u_lo[d_b] * total, 0.0)
+        lo_d = np.where(active & scope.receivable, band_floor(db, u_lo[d_b]) * total, 0.0)
         e = np.bincount(d_b, weights=np.where(host, np.maximum(load - hi_d, 0), 0), minlength=n_b)
         f = np.bincount(d_b, weights=np.where(host, np.maximum(lo_d - load, 0), 0), minlength=n_b)
         return e, f
@@ -451,7 +452,9 @@ def offenders(
             load / np.maximum(total, 1), mean, out=np.ones(cluster.n_dirs), where=mean > 0
         )
         db = goals.disk_balance
-        bad = np.flatnonzero(active & (mean > 0) & ((ratio > db + 1e-9) | (ratio < 2 - db - 1e-9)))
+        bad = np.flatnonzero(
+            active & (mean > 0) & ((ratio > db + 1e-9) | (ratio < band_floor(db, 1.0) - 1e-9))
+        )
         for d in bad[:limit].tolist():
             b = int(cluster.dir_broker[d])
             why = blocked if offline_b[b] else generic
@@ -476,7 +479,7 @@ def offenders(
         util = np.divide(b_load, b_cap, out=np.zeros(n_b), where=hb)
         bb = goals.broker_balance
         bad = np.flatnonzero(
-            hb & ((util > bb * c_mean + 1e-12) | (util < (2 - bb) * c_mean - 1e-12))
+            hb & ((util > bb * c_mean + 1e-12) | (util < band_floor(bb, c_mean) - 1e-12))
         )
         values = util / c_mean if c_mean else util
     else:
@@ -486,7 +489,9 @@ def offenders(
         counts = np.bincount(cur_broker[serving], minlength=n_b).astype(float)
         m = float(counts[hb].mean()) if hb.any() else 0.0
         f = goals.leader_balance if leaders else goals.replica_balance
-        bad = np.flatnonzero(hb & ((counts > np.ceil(f * m)) | (counts < np.floor((2 - f) * m))))
+        bad = np.flatnonzero(
+            hb & ((counts > np.ceil(f * m)) | (counts < np.floor(band_floor(f, m))))
+        )
         values = counts
     for b in bad[:limit].tolist():
         out.append(
