@@ -3,16 +3,24 @@ across brokers and log directories.
 
 One plan flows through these modules (``pipeline.make_plan`` runs them in order):
 
-  ``model``      snapshot JSON -> validated columns (numpy), goal settings
-  ``scope``      what the mode may touch: dirs to empty, dirs that may receive, goals in play
-  ``prepare``    per-replica aggregates and candidate order (numpy) -- ``spark_job`` does the
-                 same with Spark DataFrames for the real job
-  ``core``       the sequential greedy over the replicas it moves
-  ``report``     reassignment JSON, balance figures, lower bounds, independent hard-rule check
-  ``achievable`` which soft-goal bands the hard rules put out of reach (Offline-dir brokers,
-                 racks), so the summary tells a planner shortfall from a real limit
-  ``cli``        ``spindle-rebalance plan|generate``; also the ``spark-submit`` entry point
-  ``generator``  synthetic skewed clusters for tests and ``bench/rebalance.py``
+  ``model``         snapshot JSON -> validated columns (numpy), goal settings
+  ``scope``         what the mode may touch: dirs to empty, dirs that may receive, goals in play
+  ``prepare``       per-replica aggregates and candidate order (numpy) -- ``spark_job`` does
+                    the same with Spark DataFrames for the real job
+  ``bands``         the balance band ``[(2 - f) * mean, f * mean]`` every soft goal uses
+  ``core``          the sequential greedy over the replicas it moves
+  ``propose``       the count phases' candidates in rounds ("the proposer proposes, the driver
+                    disposes") -- ``propose_spark`` runs the same array code as Spark jobs
+  ``exchange``      count moves that trade replicas between two brokers so bytes stay in band
+  ``exact``         the mixed-integer program (HiGHS) for small clusters the greedy falls short on
+  ``report``        reassignment JSON, balance figures, lower bounds, independent hard-rule check
+  ``achievable``    which soft-goal bands the hard rules put out of reach (Offline-dir brokers,
+                    racks), so the summary tells a planner shortfall from a real limit
+  ``pipeline``      ``make_plan``: the order above, the exact fallback, the summary
+  ``cli``           ``spindle-rebalance plan|generate``; also the ``spark-submit`` entry point
+  ``generator``     synthetic skewed clusters for tests and ``bench/rebalance.py``
 
+Only ``spark_job`` and ``propose_spark`` import pyspark (``pipeline`` and ``cli`` reach them
+only when given a Spark session); an import-linter contract keeps the rest free of it.
 Pure planning (everything but ``spark_job``, ``cli`` and ``model.load_snapshot``) does no I/O.
 """
