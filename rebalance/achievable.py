@@ -26,13 +26,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from spindle.rebalance.bands import band_floor
+from spindle.rebalance.bands import band_floor, count_band
+from spindle.rebalance.goals import BROKER_BYTES, DISK_BYTES, LEADERS, REPLICAS, SOFT_GOALS
 from spindle.rebalance.model import ACTIVE, OFFLINE, Cluster, Goals
 from spindle.rebalance.prepare import hosting_racks, rack_limits
 from spindle.rebalance.scope import Scope
 
 #: Soft goals, in the order the summary lists them.
-SOFT_GOALS = ("brokerUtilisation", "diskUtilisationOverBrokerMean", "replicas", "leaders")
 
 
 def _recv_b(cluster: Cluster, scope: Scope) -> np.ndarray:
@@ -92,22 +92,22 @@ def unachievable(cluster: Cluster, scope: Scope, goals: Goals) -> dict[str, dict
     out: dict[str, dict[Any, str]] = {g: {} for g in SOFT_GOALS}
     closed = hb & ~recv_b
     for b in np.flatnonzero(closed & (b_load < lo_b - 1e-9 * np.maximum(lo_b, 1))).tolist():
-        out["brokerUtilisation"][b] = (
+        out[BROKER_BYTES][b] = (
             why_closed(b) + f"; it holds {b_load[b] / b_cap[b]:.4f} of its capacity and can only "
             f"lose bytes, below the band's floor {lo_b[b] / b_cap[b]:.4f}"
         )
     serving = host[cluster.rep_dir]
     n_host = max(int(hb.sum()), 1)
     for goal, mask, factor in (
-        ("replicas", serving, goals.replica_balance),
-        ("leaders", serving & cluster.rep_leader, goals.leader_balance),
+        (REPLICAS, serving, goals.replica_balance),
+        (LEADERS, serving & cluster.rep_leader, goals.leader_balance),
     ):
-        if goal == "leaders" and goals.leader_reorder:
+        if goal == LEADERS and goals.leader_reorder:
             continue  # leadership moves without bytes: a closed broker can still gain leaders
         counts = np.bincount(cluster.rep_broker[mask], minlength=n_b)
-        final = ~stuck & (cluster.rep_leader if goal == "leaders" else True)
+        final = ~stuck & (cluster.rep_leader if goal == LEADERS else True)
         m = float(final.sum()) / n_host  # evacuated replicas land somewhere: they count
-        lo_c = int(np.floor(band_floor(factor, m)))
+        lo_c = count_band(factor, m)[0]
         for b in np.flatnonzero(closed & (counts < lo_c)).tolist():
             out[goal][b] = (
                 why_closed(b) + f"; it keeps {int(counts[b])} {goal} and can only lose some, "
@@ -151,17 +151,15 @@ def unachievable(cluster: Cluster, scope: Scope, goals: Goals) -> dict[str, dict
         for d, ld, td in zip(dirs.tolist(), lo_d.tolist(), t_d.tolist(), strict=True):
             ratio_now = ld / td / u if u > 0 else 1.0
             if ld < band_floor(db, u) * td * (1 - 1e-9):
-                out["diskUtilisationOverBrokerMean"][d] = (
+                out[DISK_BYTES][d] = (
                     closed_why + f"; its disks can only lose bytes, and even with the others "
                     f"shed to the band's top this dir stays at {ratio_now:.4f} of the mean "
                     f"(band floor {band_floor(db, 1.0):.2f})"
                 )
             elif not scope.cross_ok and ld > db * u * td * (1 + 1e-9):
-                out["diskUtilisationOverBrokerMean"][d] = (
-                    closed_why + " and the mode moves nothing across brokers"
-                )
+                out[DISK_BYTES][d] = closed_why + " and the mode moves nothing across brokers"
             elif too_low and ld > db * u * td * (1 + 1e-9):
-                out["diskUtilisationOverBrokerMean"][d] = (
+                out[DISK_BYTES][d] = (
                     closed_why + "; shedding this dir into its band would take the broker below "
                     "its own byte band"
                 )
@@ -215,8 +213,7 @@ def _rack_limits(
     rack = cluster.broker_rack
     n_host = max(int(host_b.sum()), 1)
     mean_reps = float((~stuck).sum()) / n_host
-    c_hi = int(np.ceil(goals.replica_balance * mean_reps))
-    c_lo = int(np.floor(band_floor(goals.replica_balance, mean_reps)))
+    c_lo, c_hi = count_band(goals.replica_balance, mean_reps)
     serving = scope.hosting[cluster.rep_dir]
     counts = np.bincount(cluster.rep_broker[serving], minlength=n_b)
     for rk in np.unique(rack[host_b]).tolist():
@@ -249,7 +246,7 @@ def _rack_limits(
             )
         if why:
             for b in members.tolist():
-                out["brokerUtilisation"].setdefault(b, why)
+                out[BROKER_BYTES].setdefault(b, why)
         why = ""
         if min_reps > c_hi * len(members):
             why = (
@@ -269,7 +266,7 @@ def _rack_limits(
             )
         if why:
             for b in members.tolist():
-                out["replicas"].setdefault(b, why)
+                out[REPLICAS].setdefault(b, why)
 
 
 def classify(
@@ -282,7 +279,7 @@ def classify(
         return "met", offenders
     ids = cluster.broker_ids.tolist()
     for o in offenders:
-        if goal == "diskUtilisationOverBrokerMean":
+        if goal == DISK_BYTES:
             key = next(
                 (
                     d

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from spindle.rebalance.bands import band_floor
+from spindle.rebalance.bands import band_floor, count_band
 from spindle.rebalance.exchange import exchange_counts
 from spindle.rebalance.model import ACTIVE, STATES, Cluster, Goals, SnapshotError
 from spindle.rebalance.prepare import Prepared, hosting_racks, rack_limits
@@ -149,10 +149,8 @@ class Planner:
         n_host = max(int(self.host_b.sum()), 1)
         mean_reps = int((~rep_stuck).sum()) / n_host
         mean_leaders = int((cluster.rep_leader & ~rep_stuck).sum()) / n_host
-        self.c_hi = int(np.ceil(goals.replica_balance * mean_reps))
-        self.c_lo = int(np.floor(band_floor(goals.replica_balance, mean_reps)))
-        self.l_hi = int(np.ceil(goals.leader_balance * mean_leaders))
-        self.l_lo = int(np.floor(band_floor(goals.leader_balance, mean_leaders)))
+        self.c_lo, self.c_hi = count_band(goals.replica_balance, mean_reps)
+        self.l_lo, self.l_hi = count_band(goals.leader_balance, mean_leaders)
 
         self.n_racks = hosting_racks(cluster, scope)
         self.rack_limit = rack_limits(np.diff(cluster.part_start), self.n_racks)

@@ -32,13 +32,12 @@ the result says whether the solve was optimal or stopped by a limit.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
 import highspy
 import numpy as np
-from spindle.rebalance.bands import band_floor
+from spindle.rebalance.bands import band_floor, count_band
 from spindle.rebalance.model import ACTIVE, Cluster, Goals
 from spindle.rebalance.prepare import hosting_racks, rack_limits
 from spindle.rebalance.scope import Scope
@@ -297,11 +296,9 @@ def solve(
             band([load_col[d] for d in dirs], [1.0] * len(dirs), lo, hi, w_bytes)
         if scope.balance_counts:
             cols = [j for d in dirs for j in by_d[d]]
-            lo_r = math.floor(band_floor(goals.replica_balance, m_r))
-            band(cols, [1.0] * len(cols), lo_r, math.ceil(goals.replica_balance * m_r), w_count)
+            band(cols, [1.0] * len(cols), *count_band(goals.replica_balance, m_r), w_count)
             lcols = [j for j in cols if x_lead[j]]
-            lo_l = math.floor(band_floor(goals.leader_balance, m_l))
-            band(lcols, [1.0] * len(lcols), lo_l, math.ceil(goals.leader_balance * m_l), w_count)
+            band(lcols, [1.0] * len(lcols), *count_band(goals.leader_balance, m_l), w_count)
         if scope.balance_disks:
             act = [d for d in dirs if active[d]]
             a_cap = float(total[act].sum())

@@ -13,6 +13,7 @@ import numpy as np
 from spindle.rebalance import exact
 from spindle.rebalance.achievable import classify, unachievable
 from spindle.rebalance.core import Outcome, plan_core
+from spindle.rebalance.goals import BROKER_BYTES, DISK_BYTES, LEADERS, REPLICAS
 from spindle.rebalance.model import Cluster, Goals, PlanError
 from spindle.rebalance.prepare import Prepared, prepare_local
 from spindle.rebalance.report import (
@@ -234,10 +235,10 @@ def _goal_status(
     status: dict[str, Any] = {}
     unmet: list[dict[str, Any]] = []
     for key, on in (
-        ("brokerUtilisation", scope.balance_brokers),
-        ("diskUtilisationOverBrokerMean", scope.balance_disks),
-        ("replicas", scope.balance_counts),
-        ("leaders", scope.balance_counts),
+        (BROKER_BYTES, scope.balance_brokers),
+        (DISK_BYTES, scope.balance_disks),
+        (REPLICAS, scope.balance_counts),
+        (LEADERS, scope.balance_counts),
     ):
         if not on:
             status[key] = {"status": "notInScope"}

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 from spindle.rebalance.bands import band_floor
+from spindle.rebalance.goals import BROKER_BYTES, DISK_BYTES, LEADERS, REPLICAS
 from spindle.rebalance.model import ACTIVE, OFFLINE, STATES, Cluster, Goals
 from spindle.rebalance.prepare import hosting_racks, rack_limits
 from spindle.rebalance.scope import Scope
@@ -137,15 +138,15 @@ def figures(
     return {
         "meanUtilisation": round(mean, 6),
         # Cluster mean utilisation is bytes over capacity (Cruise Control's), not a mean of means.
-        "brokerUtilisation": band(util[hb], goals.broker_balance, integer=False, mean=mean),
-        "diskUtilisationOverBrokerMean": {
+        BROKER_BYTES: band(util[hb], goals.broker_balance, integer=False, mean=mean),
+        DISK_BYTES: {
             "max": round(float(ratio[active].max()), 6) if active.any() else 0.0,
             "min": round(float(ratio[active].min()), 6) if active.any() else 0.0,
             "outOfBand": int(disk_out.sum()),
             "met": not disk_out.any(),
         },
-        "replicas": band(reps.astype(float), goals.replica_balance, integer=True),
-        "leaders": band(leaders.astype(float), goals.leader_balance, integer=True),
+        REPLICAS: band(reps.astype(float), goals.replica_balance, integer=True),
+        LEADERS: band(leaders.astype(float), goals.leader_balance, integer=True),
         "dirsOverCapacityThreshold": int(over.sum()),
         "maxDirUtilisation": round(float(d_util[host].max()), 6) if host.any() else 0.0,
     }
@@ -443,7 +444,7 @@ def offenders(
     generic = (
         "no single move of an unmoved replica fixes it without breaking a hard rule or another band"
     )
-    if goal == "diskUtilisationOverBrokerMean":
+    if goal == DISK_BYTES:
         active = host & (cluster.dir_state == ACTIVE)
         a_load = np.bincount(cluster.dir_broker, weights=load * active, minlength=n_b)
         a_cap = np.bincount(cluster.dir_broker, weights=total * active, minlength=n_b)
@@ -474,7 +475,7 @@ def offenders(
                 }
             )
         return out
-    if goal == "brokerUtilisation":
+    if goal == BROKER_BYTES:
         c_mean = float(b_load.sum() / b_cap.sum()) if b_cap.sum() else 0.0
         util = np.divide(b_load, b_cap, out=np.zeros(n_b), where=hb)
         bb = goals.broker_balance
@@ -483,7 +484,7 @@ def offenders(
         )
         values = util / c_mean if c_mean else util
     else:
-        leaders = goal == "leaders"
+        leaders = goal == LEADERS
         lead = cluster.rep_leader if leader is None else leader
         serving = host[cur_dir] & (lead if leaders else True)
         counts = np.bincount(cur_broker[serving], minlength=n_b).astype(float)

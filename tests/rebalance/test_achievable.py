@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from spindle.rebalance.achievable import SOFT_GOALS, blocked_disk_mean
+from spindle.rebalance.achievable import blocked_disk_mean
 from spindle.rebalance.generator import Shape, generate
+from spindle.rebalance.goals import SOFT_GOALS
 from spindle.rebalance.model import OFFLINE, Goals, PlanError
 from spindle.rebalance.pipeline import make_plan
 from spindle.rebalance.scope import Request
