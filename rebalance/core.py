@@ -196,9 +196,11 @@ class Planner:
         self._prop_n = 0
         self._prop_applied = 0
 
-    # ----------------------------------------------------------------- bookkeeping
+    # ------------------------------------------------- bookkeeping (public: exchanges use it)
 
-    def _budget_allows(self, r: int) -> bool:
+    def budget_allows(self, r: int) -> bool:
+        """Whether moving replica ``r`` stays within ``--max-moves`` / ``--max-bytes``; a
+        refusal marks the plan capped, so the summary can say the caps stopped it."""
         req = self.req
         if req.max_moves is not None and self.n_moves + 1 > req.max_moves:
             self.capped = True
@@ -208,8 +210,8 @@ class Planner:
             return False
         return True
 
-    def _budget_allows_two(self, r: int, q: int) -> bool:
-        """``_budget_allows`` for two moves made together (a swap)."""
+    def budget_allows_two(self, r: int, q: int) -> bool:
+        """``budget_allows`` for two moves made together (a swap)."""
         req = self.req
         if req.max_moves is not None and self.n_moves + 2 > req.max_moves:
             self.capped = True
@@ -220,7 +222,9 @@ class Planner:
             return False
         return True
 
-    def _apply(self, r: int, d: int) -> None:
+    def apply(self, r: int, d: int) -> None:
+        """Move replica ``r`` to directory ``d`` and update every load and count the goals
+        read, so the next decision sees the cluster as it now is."""
         s = self.size_f[r]
         d0 = int(self.cur_d[r])
         b0 = int(self.cur_b[r])
@@ -486,8 +490,8 @@ class Planner:
             if tries > TRIES:
                 break
             target = dest(r)
-            if target >= 0 and self._budget_allows(r):
-                self._apply(r, target)
+            if target >= 0 and self.budget_allows(r):
+                self.apply(r, target)
                 return r
         return -1
 
@@ -523,10 +527,10 @@ class Planner:
                     f"can take it: {self._why_nowhere(r)}"
                 )
                 continue
-            if not self._budget_allows(r):
+            if not self.budget_allows(r):
                 self.unmet.append({"goal": "evacuate", "why": "stopped by --max-moves/--max-bytes"})
                 return
-            self._apply(r, target)
+            self.apply(r, target)
 
     def fix_racks(self) -> None:
         """Partitions with two replicas on one rack (when racks allow) move the smallest
@@ -544,8 +548,8 @@ class Planner:
                 done = False
                 for r in on:
                     target = self.dest_cross(r, strict=False)
-                    if target >= 0 and self._budget_allows(r):
-                        self._apply(r, target)
+                    if target >= 0 and self.budget_allows(r):
+                        self.apply(r, target)
                         done = True
                         break
                 if not done:
@@ -755,10 +759,10 @@ class Planner:
                         break  # larger q only make d fuller
                     if b_e != b_d and not self._may_join(q, b_d):
                         continue
-                    if not self._budget_allows_two(r, q):
+                    if not self.budget_allows_two(r, q):
                         return -1
-                    self._apply(r, e)
-                    self._apply(q, d)
+                    self.apply(r, e)
+                    self.apply(q, d)
                     return r
         return -1
 
@@ -1079,9 +1083,9 @@ class Planner:
                 self._dest_s += time.perf_counter() - t0
                 if target < 0:
                     continue
-                if not self._budget_allows(r):
+                if not self.budget_allows(r):
                     return applied
-                self._apply(r, target)
+                self.apply(r, target)
                 applied += 1
                 for b in (g, t):
                     cnt[b], reps[b], leads[b] = (
@@ -1166,7 +1170,7 @@ class Planner:
                 if not ok:
                     stuck.add(b)
 
-    def _counts_in_band(self) -> bool:
+    def counts_in_band(self) -> bool:
         """Whether every hosting broker's replica and leader counts are inside their bands
         (brokers that may not receive are judged only from above: they can only lose)."""
         recv_b = self.recv_broker()
@@ -1260,8 +1264,8 @@ class Planner:
                 target = self.dest_cross(
                     r, strict=True, only_broker=only_broker, goal=goal, joined=True
                 )
-                if target >= 0 and self._budget_allows(r):
-                    self._apply(r, target)
+                if target >= 0 and self.budget_allows(r):
+                    self.apply(r, target)
                     return True
             if last:
                 return False
@@ -1356,7 +1360,7 @@ class Planner:
                 if self.g.leader_reorder:
                     self.reorder_leaders()
                 self.balance_counts(leaders=True)
-                if self._counts_in_band():
+                if self.counts_in_band():
                     break
         lap("countsS")
         exchange_counts(self)  # only when counts are in scope and still out of band

@@ -60,7 +60,7 @@ def exchange_counts(pl: Planner) -> int:
     """Even out replica and leader counts with exchanges; returns how many were made. Does
     nothing unless the mode balances counts across brokers, the caps have not stopped
     planning, and some count is still out of band."""
-    if not (pl.s.balance_counts and pl.s.cross_ok) or pl.capped or pl._counts_in_band():
+    if not (pl.s.balance_counts and pl.s.cross_ok) or pl.capped or pl.counts_in_band():
         return 0
     return _Exchanger(pl).run()
 
@@ -149,7 +149,7 @@ class _Exchanger:
 
     def _apply(self, r: int, d: int) -> None:
         self._avail.pop(int(self.pl.cur_b[r]), None)  # r leaves its broker's pool for good
-        self.pl._apply(r, d)
+        self.pl.apply(r, d)
         self.members[int(self.c.rep_part[r]), int(self.slot[r])] = int(self.pl.dir_b[d])
 
     # ------------------------------------------------------------------ driver
@@ -227,9 +227,9 @@ class _Exchanger:
 
     def _commit(self, moves: list[tuple[int, int]]) -> bool:
         pl = self.pl
-        if len(moves) == 1 and not pl._budget_allows(moves[0][0]):
+        if len(moves) == 1 and not pl.budget_allows(moves[0][0]):
             return False
-        if len(moves) == 2 and not pl._budget_allows_two(moves[0][0], moves[1][0]):
+        if len(moves) == 2 and not pl.budget_allows_two(moves[0][0], moves[1][0]):
             return False
         for r, d in moves:
             self._apply(r, d)
