@@ -9,6 +9,7 @@ matter. Keys and values are base64 in the gateway's JSON; this module hides that
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,6 +53,8 @@ class KeyValue:
     value: bytes
     mod_revision: int
     version: int
+    create_revision: int = 0
+    lease: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,12 +74,45 @@ class Compare:
 
 
 @dataclass(frozen=True, slots=True)
+class CompareCreate:
+    """``create_revision(key) == revision``: 0 means "key does not exist". Unlike the mod
+    revision, a key's create revision survives updates, so it names one incarnation of a key
+    (a controller term, a broker session)."""
+
+    key: bytes
+    create_revision: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": _b64(self.key),
+            "target": "CREATE",
+            "result": "EQUAL",
+            "create_revision": str(self.create_revision),
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Put:
     key: bytes
     value: bytes
+    lease: int = 0
+    """Attach the key to this lease (0 = none): the key is deleted when the lease ends."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"request_put": {"key": _b64(self.key), "value": _b64(self.value)}}
+        body: dict[str, Any] = {"key": _b64(self.key), "value": _b64(self.value)}
+        if self.lease:
+            body["lease"] = str(self.lease)
+        return {"request_put": body}
+
+
+@dataclass(frozen=True, slots=True)
+class Get:
+    """A read inside a transaction (typically in ``failure``, to learn why a compare failed)."""
+
+    key: bytes
+
+    def to_json(self) -> dict[str, Any]:
+        return {"request_range": {"key": _b64(self.key)}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +127,24 @@ class Delete:
         return {"request_delete_range": body}
 
 
+AnyCompare = Compare | CompareCreate
+Op = Put | Delete | Get
+
+
+@dataclass(frozen=True, slots=True)
+class TxnResult:
+    """Outcome of :meth:`EtcdClient.transact`: which branch ran, the store revision after it,
+    and for every ``Get`` of that branch the key found (``None`` if absent), in order."""
+
+    succeeded: bool
+    revision: int
+    reads: list[KeyValue | None]
+
+
+class LeaseNotFound(EtcdError):
+    """The lease expired or was revoked: every key attached to it is gone."""
+
+
 class EtcdClient:
     """One etcd endpoint list; tries each endpoint in turn. Task-safe (one aiohttp session)."""
 
@@ -98,6 +152,7 @@ class EtcdClient:
         if not endpoints:
             raise EtcdError("no etcd endpoint configured")
         self._endpoints = [e.rstrip("/") for e in endpoints]
+        self.timeout_s = timeout_s
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._session: aiohttp.ClientSession | None = None
 
@@ -105,6 +160,10 @@ class EtcdClient:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+    @property
+    def endpoints(self) -> list[str]:
+        return list(self._endpoints)
 
     async def _call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         if self._session is None:
@@ -114,6 +173,8 @@ class EtcdClient:
             try:
                 async with self._session.post(endpoint + path, data=json.dumps(body)) as resp:
                     text = await resp.text()
+                    if resp.status == 404 and "lease not found" in text:
+                        raise LeaseNotFound(f"etcd {endpoint}{path}: {text}")
                     if resp.status != 200:
                         raise EtcdError(f"etcd {endpoint}{path} answered {resp.status}: {text}")
                     result: dict[str, Any] = json.loads(text)
@@ -140,7 +201,7 @@ class EtcdClient:
         return int(result.get("header", {}).get("revision", 0))
 
     async def txn(
-        self, compares: Sequence[Compare], success: Sequence[Put | Delete]
+        self, compares: Sequence[AnyCompare], success: Sequence[Put | Delete]
     ) -> tuple[bool, int]:
         """Apply ``success`` atomically iff every compare holds; return (succeeded, revision)."""
         body = {
@@ -152,6 +213,63 @@ class EtcdClient:
             result.get("header", {}).get("revision", 0)
         )
 
+    async def transact(
+        self,
+        compares: Sequence[AnyCompare],
+        success: Sequence[Op],
+        failure: Sequence[Op] = (),
+    ) -> TxnResult:
+        """One etcd transaction: ``success`` iff every compare holds, else ``failure``.
+
+        The reads (``Get``) of the branch that ran come back in :attr:`TxnResult.reads`, so a
+        caller whose compare failed learns the current value in the same round trip.
+        """
+        body = {
+            "compare": [c.to_json() for c in compares],
+            "success": [op.to_json() for op in success],
+            "failure": [op.to_json() for op in failure],
+        }
+        result = await self._call("/v3/kv/txn", body)
+        reads: list[KeyValue | None] = []
+        for response in result.get("responses", []):
+            if "response_range" in response:
+                kvs = response["response_range"].get("kvs", [])
+                reads.append(_kv(kvs[0]) if kvs else None)
+        return TxnResult(
+            bool(result.get("succeeded", False)),
+            int(result.get("header", {}).get("revision", 0)),
+            reads,
+        )
+
+    # Leases: etcd's sessions. A key put with a lease is deleted when the lease ends (TTL
+    # without a keepalive, or revoke), which is how a dead controller or broker is noticed.
+
+    async def lease_grant(self, ttl_s: int) -> tuple[int, int]:
+        """A new lease of ``ttl_s`` seconds; returns (id, granted TTL). etcd may raise a very
+        short TTL to its minimum (about 1.5 x its election timeout)."""
+        result = await self._call("/v3/lease/grant", {"TTL": str(ttl_s)})
+        return int(result["ID"]), int(result.get("TTL", ttl_s))
+
+    async def lease_keepalive(self, lease_id: int) -> int:
+        """Renew a lease; returns its remaining TTL. Raises LeaseNotFound if it has ended.
+
+        The gateway's keepalive is a stream; one request with one response renews once.
+        """
+        result = await self._call("/v3/lease/keepalive", {"ID": str(lease_id)})
+        ttl = int(result.get("result", {}).get("TTL", 0))
+        if ttl <= 0:
+            raise LeaseNotFound(f"lease {lease_id:x} has expired")
+        return ttl
+
+    async def lease_revoke(self, lease_id: int) -> None:
+        """End a lease now, deleting its keys; a lease already gone is not an error."""
+        with contextlib.suppress(LeaseNotFound):
+            await self._call("/v3/lease/revoke", {"ID": str(lease_id)})
+
+    async def delete(self, key: bytes) -> int:
+        result = await self._call("/v3/kv/deleterange", {"key": _b64(key)})
+        return int(result.get("header", {}).get("revision", 0))
+
 
 def _kv(raw: dict[str, Any]) -> KeyValue:
     return KeyValue(
@@ -159,4 +277,6 @@ def _kv(raw: dict[str, Any]) -> KeyValue:
         value=_unb64(raw.get("value", "")),
         mod_revision=int(raw.get("mod_revision", 0)),
         version=int(raw.get("version", 0)),
+        create_revision=int(raw.get("create_revision", 0)),
+        lease=int(raw.get("lease", 0)),
     )

@@ -10,9 +10,12 @@ Layout under the cluster prefix ``P`` (one JSON value per key)::
 
 Every write is a transaction that compares the key's ``mod_revision`` with the one this store
 last saw (0 for "must not exist"), the seeds' conditional update. A failed compare means another
-controller wrote in between: the store reloads and the caller gets NOT_CONTROLLER, so a deposed
-controller can never overwrite newer metadata. Task-safe for one asyncio loop (writes are
-serialised by a lock).
+writer wrote in between: the store reloads and the caller gets NOT_CONTROLLER, so a stale writer
+can never overwrite newer metadata. When the store belongs to an elected controller, ``fence``
+holds that controller's term (:class:`~.election.ControllerTerm`) and every write also compares
+the controller key's create revision: once the term is over, writes fail with
+:class:`ControllerFenced` and ``on_fenced`` tells the controller to step down. Task-safe for one
+asyncio loop (writes are serialised by a lock).
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from collections.abc import Callable
 
 from spindle.broker.common.errors import ErrorCode, KafkaError
 
-from .etcd import Compare, Delete, EtcdClient, KeyValue, Put
+from .etcd import AnyCompare, Compare, CompareCreate, Delete, EtcdClient, Get, KeyValue, Put
 from .model import BrokerRegistration, TopicState, kafka_uuid_str
 
 
@@ -31,6 +35,11 @@ class MetadataConflict(KafkaError):
     """Another writer changed the metadata first; the store has reloaded."""
 
     code = ErrorCode.NOT_CONTROLLER
+
+
+class ControllerFenced(MetadataConflict):
+    """This store's controller term is over (lease ended or a successor elected): its write
+    was refused by etcd. The caller is no longer the controller."""
 
 
 class MetadataStore:
@@ -45,6 +54,9 @@ class MetadataStore:
         self.broker_configs: dict[str, dict[str, str]] = {}
         self.cluster_id: str | None = None
         self._lock = asyncio.Lock()
+        self.fence: CompareCreate | None = None
+        """Set while this store writes for an elected controller (see module docstring)."""
+        self.on_fenced: Callable[[], None] | None = None
 
     def _key(self, *parts: str) -> bytes:
         return "/".join((self._prefix, *parts)).encode()
@@ -83,9 +95,25 @@ class MetadataStore:
     async def _write(self, key: bytes, value: bytes | None) -> None:
         expected = self._revs.get(key, 0)
         op: Put | Delete = Put(key, value) if value is not None else Delete(key)
-        ok, revision = await self._client.txn([Compare(key, expected)], [op])
+        fence = self.fence
+        compares: list[AnyCompare] = [Compare(key, expected)]
+        if fence is not None:
+            compares.append(fence)
+        result = await self._client.transact(
+            compares, [op], [Get(fence.key)] if fence is not None else []
+        )
+        ok, revision = result.succeeded, result.revision
         if not ok:
             await self._load_unlocked()
+            if fence is not None:
+                holder = result.reads[0]
+                if holder is None or holder.create_revision != fence.create_revision:
+                    if self.on_fenced is not None:
+                        self.on_fenced()
+                    raise ControllerFenced(
+                        f"write of {key.decode()} refused: this controller's term "
+                        f"(controller key created at revision {fence.create_revision}) is over"
+                    )
             raise MetadataConflict(f"metadata key {key.decode()} was changed by another writer")
         if value is None:
             self._revs.pop(key, None)
