@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from spindle.broker.common.clock import Clock, SystemClock
 
 from .etcd import Compare, CompareCreate, EtcdClient, EtcdError, Get, LeaseNotFound, Put
+from .model import parse_controller
 from .watch import PrefixWatcher, WatchCompacted
 
 log = logging.getLogger(__name__)
@@ -50,12 +51,6 @@ class ControllerTerm:
     def fence(self) -> CompareCreate:
         """The compare every write of this controller carries."""
         return CompareCreate(self.key, self.create_revision)
-
-
-def parse_controller(value: bytes) -> tuple[int, int]:
-    """``P/controller``'s value -> (node id, epoch)."""
-    data = json.loads(value)
-    return int(data["node_id"]), int(data["epoch"])
 
 
 class ControllerElection:

@@ -169,7 +169,10 @@ class EtcdClient:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
         errors: list[str] = []
-        for endpoint in self._endpoints:
+        # Each endpoint twice: a pooled keep-alive connection to an etcd that restarted fails
+        # once with ServerDisconnected although the server is up again. A repeated compare-
+        # on-revision txn cannot apply twice (its compare fails), so the retry is safe.
+        for endpoint in [e for e in self._endpoints for _ in range(2)]:
             try:
                 async with self._session.post(endpoint + path, data=json.dumps(body)) as resp:
                     text = await resp.text()
@@ -265,6 +268,10 @@ class EtcdClient:
         """End a lease now, deleting its keys; a lease already gone is not an error."""
         with contextlib.suppress(LeaseNotFound):
             await self._call("/v3/lease/revoke", {"ID": str(lease_id)})
+
+    async def compact(self, revision: int) -> None:
+        """Discard history before ``revision`` (watches from before it get WatchCompacted)."""
+        await self._call("/v3/kv/compaction", {"revision": str(revision)})
 
     async def delete(self, key: bytes) -> int:
         result = await self._call("/v3/kv/deleterange", {"key": _b64(key)})

@@ -89,6 +89,51 @@ class BrokerRegistration:
         return cls(**json.loads(raw))
 
 
+@dataclass
+class BrokerSession:
+    """A broker's liveness record (``P/sessions/<id>``, under the broker's session lease).
+
+    The key exists while the broker heartbeats (a broker whose key is gone is lost, as Kafka's
+    session expiry); its value is what Kafka's BrokerHeartbeat carries: the offline directory
+    ids (KIP-858, repeated until restart) and ``wants_fence`` (the broker keeps itself fenced
+    until it has told where each of its replicas is). ``epoch`` is the key's create revision in
+    etcd, so every new session of a broker has a larger one (Kafka's broker epoch); it is not
+    part of the stored value.
+    """
+
+    node_id: int
+    offline_dirs: list[str] = field(default_factory=list)
+    wants_fence: bool = True
+    epoch: int = 0
+
+    def to_json(self) -> bytes:
+        data = asdict(self)
+        data.pop("epoch")
+        return json.dumps(data, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes, *, epoch: int) -> BrokerSession:
+        data = json.loads(raw)
+        return cls(
+            int(data["node_id"]),
+            list(data.get("offline_dirs", [])),
+            bool(data.get("wants_fence", True)),
+            epoch,
+        )
+
+
+def parse_controller(value: bytes) -> tuple[int, int]:
+    """``P/controller``'s value -> (node id, epoch)."""
+    data = json.loads(value)
+    return int(data["node_id"]), int(data["epoch"])
+
+
+def is_fenced(session: BrokerSession | None) -> bool:
+    """Kafka's fencing rule: a broker without a live session, or one that asks to stay fenced
+    (directory assignments not yet known), may not lead or join the ISR of new partitions."""
+    return session is None or session.wants_fence
+
+
 _LEGAL_TOPIC = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 MAX_TOPIC_NAME = 249
 

@@ -3,7 +3,10 @@
 Layout under the cluster prefix ``P`` (one JSON value per key)::
 
     P/cluster_id               the cluster id (Kafka Uuid text), written once
-    P/brokers/<node id>        BrokerRegistration
+    P/brokers/<node id>        BrokerRegistration (written by that broker, persistent)
+    P/sessions/<node id>       BrokerSession (that broker's session lease; gone = broker lost)
+    P/controller               the active controller's node id and epoch (its lease)
+    P/controller_epoch         the last controller epoch handed out
     P/topics/<name>            TopicState (partitions, directories, leader/ISR, reassignment)
     P/configs/broker/<id|->    dynamic broker configs ("-" = cluster-wide default)
     P/producer_ids/next        next producer id not handed out yet
@@ -22,13 +25,40 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from spindle.broker.common.errors import ErrorCode, KafkaError
 
 from .etcd import AnyCompare, Compare, CompareCreate, Delete, EtcdClient, Get, KeyValue, Put
-from .model import BrokerRegistration, TopicState, kafka_uuid_str
+from .model import (
+    BrokerRegistration,
+    BrokerSession,
+    TopicState,
+    kafka_uuid_str,
+    parse_controller,
+)
+from .watch import PrefixWatcher, WatchBatch, WatchCompacted
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MetadataDelta:
+    """What one batch of changes touched (``full``: everything may have changed, a reload)."""
+
+    revision: int
+    topics: frozenset[str] = frozenset()
+    brokers: frozenset[int] = frozenset()
+    sessions: frozenset[int] = frozenset()
+    controller: bool = False
+    configs: bool = False
+    full: bool = False
+
+
+MetadataListener = Callable[[MetadataDelta], Awaitable[None]]
 
 
 class MetadataConflict(KafkaError):
@@ -49,9 +79,18 @@ class MetadataStore:
         self._client = client
         self._prefix = prefix.rstrip("/")
         self._revs: dict[bytes, int] = {}
+        self._seen: dict[bytes, int] = {}
+        """Last revision applied per key, deletions included (a watch event at or below it is
+        this store's own write coming back, or older)."""
+        self.revision = 0
+        """The etcd revision this view reflects: the metadata offset."""
+        self._listeners: list[MetadataListener] = []
         self.topics: dict[str, TopicState] = {}
         self.brokers: dict[int, BrokerRegistration] = {}
         self.broker_configs: dict[str, dict[str, str]] = {}
+        self.sessions: dict[int, BrokerSession] = {}
+        self.controller: tuple[int, int] | None = None
+        """The active controller's (node id, epoch), None while there is none."""
         self.cluster_id: str | None = None
         self._lock = asyncio.Lock()
         self.fence: CompareCreate | None = None
@@ -71,16 +110,22 @@ class MetadataStore:
             await self._load_unlocked()
 
     async def _load_unlocked(self) -> None:
-        kvs, _rev = await self._client.get_prefix(self._key(""))
-        self._revs = {}
+        kvs, rev = await self._client.get_prefix(self._key(""))
+        self._revs, self._seen = {}, {}
         self.topics, self.brokers, self.broker_configs = {}, {}, {}
+        self.sessions, self.controller = {}, None
         self.cluster_id = None
         for kv in kvs:
             self._apply(kv)
+        self.revision = rev
+
+    def _rel(self, key: bytes) -> str:
+        return key.decode()[len(self._prefix) + 1 :]
 
     def _apply(self, kv: KeyValue) -> None:
         self._revs[kv.key] = kv.mod_revision
-        rel = kv.key.decode()[len(self._prefix) + 1 :]
+        self._seen[kv.key] = kv.mod_revision
+        rel = self._rel(kv.key)
         if rel == "cluster_id":
             self.cluster_id = kv.value.decode()
         elif rel.startswith("topics/"):
@@ -91,6 +136,95 @@ class MetadataStore:
             self.brokers[reg.node_id] = reg
         elif rel.startswith("configs/broker/"):
             self.broker_configs[rel.rsplit("/", 1)[1]] = json.loads(kv.value)
+        elif rel.startswith("sessions/"):
+            session = BrokerSession.from_json(kv.value, epoch=kv.create_revision)
+            self.sessions[session.node_id] = session
+        elif rel == "controller":
+            self.controller = parse_controller(kv.value)
+
+    def _remove(self, key: bytes, revision: int) -> None:
+        self._revs.pop(key, None)
+        self._seen[key] = revision
+        rel = self._rel(key)
+        last = rel.rsplit("/", 1)[-1]
+        if rel == "cluster_id":
+            self.cluster_id = None
+        elif rel.startswith("topics/"):
+            self.topics.pop(last, None)
+        elif rel.startswith("brokers/"):
+            self.brokers.pop(int(last), None)
+        elif rel.startswith("configs/broker/"):
+            self.broker_configs.pop(last, None)
+        elif rel.startswith("sessions/"):
+            self.sessions.pop(int(last), None)
+        elif rel == "controller":
+            self.controller = None
+
+    def apply_batch(self, batch: WatchBatch) -> MetadataDelta:
+        """Apply one watch batch (skipping what this store already applied); say what changed."""
+        topics: set[str] = set()
+        brokers: set[int] = set()
+        sessions: set[int] = set()
+        controller = configs = False
+        for event in batch.events:
+            kv = event.kv
+            if kv.mod_revision <= self._seen.get(kv.key, 0):
+                continue
+            if event.deleted:
+                self._remove(kv.key, kv.mod_revision)
+            else:
+                self._apply(kv)
+            rel = self._rel(kv.key)
+            kind, _, name = rel.partition("/")
+            if kind == "topics":
+                topics.add(name)
+            elif kind == "brokers":
+                brokers.add(int(name))
+            elif kind == "sessions":
+                sessions.add(int(name))
+            elif kind == "controller":
+                controller = True
+            elif kind == "configs":
+                configs = True
+        self.revision = max(self.revision, batch.revision)
+        return MetadataDelta(
+            self.revision,
+            frozenset(topics),
+            frozenset(brokers),
+            frozenset(sessions),
+            controller,
+            configs,
+        )
+
+    def add_listener(self, listener: MetadataListener) -> None:
+        """Call ``listener`` after every change :meth:`follow` applies (in order, awaited)."""
+        self._listeners.append(listener)
+
+    async def follow(self) -> None:
+        """Keep this view current from etcd's watch, forever (run it as a task).
+
+        Starts after :attr:`revision` (call :meth:`load` first), resumes across reconnects, and
+        reloads everything if etcd compacted the revisions it needed. Listeners see each
+        change once, in revision order; a listener's error is logged, not fatal.
+        """
+        while True:
+            watcher = PrefixWatcher(self._client, self._key(""), start_revision=self.revision + 1)
+            try:
+                async for batch in watcher:
+                    async with self._lock:
+                        delta = self.apply_batch(batch)
+                    await self._notify(delta)
+            except WatchCompacted as exc:
+                log.warning("metadata watch: %s; reloading", exc)
+                await self.load()
+                await self._notify(MetadataDelta(self.revision, full=True))
+
+    async def _notify(self, delta: MetadataDelta) -> None:
+        for listener in list(self._listeners):
+            try:
+                await listener(delta)
+            except Exception:
+                log.exception("metadata listener failed on revision %d", delta.revision)
 
     async def _write(self, key: bytes, value: bytes | None) -> None:
         expected = self._revs.get(key, 0)
@@ -119,6 +253,7 @@ class MetadataStore:
             self._revs.pop(key, None)
         else:
             self._revs[key] = revision
+        self._seen[key] = revision
 
     async def ensure_cluster_id(self, expected: str | None) -> str:
         """Create the cluster id on first start; refuse a broker configured for another cluster."""
