@@ -1,9 +1,15 @@
 """Spindle's Kubernetes operator (kopf): Broker, LogVolume, Reassignment and Rebalance resources.
 
 Importing the package registers the kopf handlers, so ``kopf run -m spindle.operator`` and
-``spindle-operator run`` serve the same operator. Builders (``specs``) and the storage diff
-(``storage_diff``) are pure; ``reconcile`` holds the ordered steps; ``handlers`` only says
-when they run.
+``spindle-operator run`` serve the same operator. A folder per concern (CloudNativePG's
+layout), dependencies pointing one way (import-linter keeps them so):
+
+- ``handlers``: kopf handlers, *when* to reconcile; they only call reconcilers;
+- ``reconcile/``: *what* a reconcile does, one module per resource, ordered steps;
+- ``kube/`` (the Kubernetes API: client, apply-one-way, Events) and ``brokers`` (the one door
+  to Kafka's admin API): the I/O;
+- pure, no I/O: ``specs/`` (builders, one module per kind), ``storage_diff`` (what a volume
+  edit means), ``snapshot`` (the planner's snapshot from the brokers' answers), ``quantity``.
 """
 
 if __name__ == "operator":

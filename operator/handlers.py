@@ -25,56 +25,73 @@ from spindle.operator.kube import BROKERS, KubeApi, KubeError, post_event
 from spindle.operator.reconcile import reconcile_broker
 from spindle.operator.specs import SpecError
 
-_state: dict[str, KubeApi] = {}
-_locks: dict[tuple[str, str], threading.Lock] = {}
-_locks_guard = threading.Lock()
 OWNED = {"app.kubernetes.io/managed-by": specs.MANAGED_BY}
 # A failed reconcile (API server briefly unavailable, a conflict) is retried this much later
 # instead of kopf's default minute.
 RETRY_SECONDS = 10.0
 
 
+class BrokerLocks:
+    """One lock per Broker, so that reconciles of one Broker never overlap (kopf runs sync
+    handlers in a thread pool, and a Broker's own events and its owned objects' events may
+    arrive together)."""
+
+    def __init__(self) -> None:
+        self._locks: dict[tuple[str, str], threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def __call__(self, namespace: str, name: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault((namespace, name), threading.Lock())
+
+
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _api() -> KubeApi:
-    if "api" not in _state:
-        _state["api"] = KubeApi.from_environment()
-    return _state["api"]
-
-
-def _lock(namespace: str, name: str) -> threading.Lock:
-    with _locks_guard:
-        return _locks.setdefault((namespace, name), threading.Lock())
+def _api(memo: kopf.Memo) -> KubeApi:
+    api = memo.get("api")
+    if not isinstance(api, KubeApi):
+        raise kopf.TemporaryError(
+            "the Kubernetes API client is not set up yet", delay=RETRY_SECONDS
+        )
+    return api
 
 
 @kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     """Keep kopf's bookkeeping in ``spindle.io`` annotations: the status schemas are
-    structural, so kopf's default ``status.kopf`` would be pruned by the API server."""
+    structural, so kopf's default ``status.kopf`` would be pruned by the API server.
+
+    The API client and the per-Broker locks go into kopf's memo, which kopf hands (shallow
+    copied, so shared) to every handler: no module-global state, and a second operator in the
+    same process (tests) gets its own."""
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="spindle.io")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix="spindle.io", key="last-handled-configuration"
     )
     settings.posting.level = logging.WARNING
     settings.execution.max_workers = 4
-    _api()
+    memo.api = KubeApi.from_environment()
+    memo.locks = BrokerLocks()
 
 
 @kopf.on.cleanup()
-def close(**_: Any) -> None:
-    api = _state.pop("api", None)
-    if api is not None:
+def close(memo: kopf.Memo, **_: Any) -> None:
+    api = memo.pop("api", None)
+    if isinstance(api, KubeApi):
         api.close()
 
 
 def reconcile_by_name(
-    namespace: str, name: str, logger: logging.Logger | logging.LoggerAdapter[Any]
+    memo: kopf.Memo,
+    namespace: str,
+    name: str,
+    logger: logging.Logger | logging.LoggerAdapter[Any],
 ) -> None:
     """Reconcile the Broker as it is now (not as an event saw it), one at a time."""
-    api = _api()
-    with _lock(namespace, name):
+    api = _api(memo)
+    with memo.locks(namespace, name):
         body = api.get(BROKERS, namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return
@@ -105,9 +122,13 @@ def reconcile_by_name(
 @kopf.on.create(specs.GROUP, specs.VERSION, "brokers", backoff=RETRY_SECONDS)
 @kopf.on.update(specs.GROUP, specs.VERSION, "brokers", backoff=RETRY_SECONDS)
 def broker_changed(
-    namespace: str | None, name: str, logger: logging.Logger | logging.LoggerAdapter[Any], **_: Any
+    namespace: str | None,
+    name: str,
+    memo: kopf.Memo,
+    logger: logging.Logger | logging.LoggerAdapter[Any],
+    **_: Any,
 ) -> None:
-    reconcile_by_name(namespace or "default", name, logger)
+    reconcile_by_name(memo, namespace or "default", name, logger)
 
 
 @kopf.on.event("", "v1", "pods", labels=OWNED)
@@ -116,9 +137,10 @@ def broker_changed(
 def owned_changed(
     namespace: str | None,
     labels: Mapping[str, str],
+    memo: kopf.Memo,
     logger: logging.Logger | logging.LoggerAdapter[Any],
     **_: Any,
 ) -> None:
     broker = labels.get(specs.LABEL_BROKER)
     if broker:
-        reconcile_by_name(namespace or "default", broker, logger)
+        reconcile_by_name(memo, namespace or "default", broker, logger)

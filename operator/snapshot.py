@@ -10,10 +10,10 @@ Two layers, so that the part with decisions in it is tested without a cluster:
 
 - ``build_snapshot`` is pure: typed reports in, the snapshot dict out. Every rule below lives
   there.
-- ``gather_snapshot`` (and ``gather_snapshot_async`` for kopf handlers) is thin: three admin
-  calls with kafka-python (``describe_cluster``, ``describe_topics``, ``describe_log_dirs``),
-  converted by ``brokers_from_admin``/``partitions_from_admin`` (pure as well) and handed to
-  ``build_snapshot``.
+- ``spindle.operator.brokers.gather_snapshot`` (the operator's one door to Kafka) is thin: three
+  admin calls with kafka-python (``describe_cluster``, ``describe_topics``,
+  ``describe_log_dirs``), converted by ``brokers_from_admin``/``partitions_from_admin`` (pure as
+  well, here) and handed to ``build_snapshot``. No I/O in this module.
 
 Rules, and why:
 
@@ -41,13 +41,12 @@ Rules, and why:
 - Replicas DescribeLogDirs lists that the metadata does not know (a topic being deleted) are
   left out; their bytes stay in the directory's used space, as external load.
 
-Not wired to any handler yet: the operator's Rebalance handler will call
-``gather_snapshot_async`` and hand the document to the planner's job.
+Not wired to any handler yet: the operator's Rebalance reconciler will call
+``spindle.operator.brokers.gather_snapshot_async`` and hand the document to the planner's job.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -119,7 +118,22 @@ def build_snapshot(
     states = dict(dir_states or {})
     ids = dict(directory_ids or {})
     hints = dict(offline_replica_dirs or {})
+    by_id, known_dirs = _index_brokers(brokers)
+    _check_dir_mappings(by_id, known_dirs, states, ids)
+    doc_brokers, state_of = _broker_entries(by_id, states, ids)
+    home, size = _replica_homes(known_dirs)
+    ordered = _ordered_partitions(partitions, hints)
+    doc_parts = [
+        _partition_entry(part, by_id=by_id, home=home, size=size, hints=hints, state_of=state_of)
+        for part in ordered
+    ]
+    return {"version": 1, "brokers": doc_brokers, "partitions": doc_parts}
 
+
+def _index_brokers(
+    brokers: Sequence[BrokerReport],
+) -> tuple[dict[int, BrokerReport], dict[tuple[int, str], LogDirReport]]:
+    """Brokers by id and their directories by (broker id, path); each reported once."""
     by_id: dict[int, BrokerReport] = {}
     for broker in brokers:
         if broker.id in by_id:
@@ -133,6 +147,16 @@ def build_snapshot(
             if (broker.id, d.path) in known_dirs:
                 raise SnapshotBuildError(f"broker {broker.id}: log dir {d.path!r} listed twice")
             known_dirs[(broker.id, d.path)] = d
+    return by_id, known_dirs
+
+
+def _check_dir_mappings(
+    by_id: Mapping[int, BrokerReport],
+    known_dirs: Mapping[tuple[int, str], LogDirReport],
+    states: Mapping[tuple[int, str], str],
+    ids: Mapping[tuple[int, str], str],
+) -> None:
+    """Every (broker, path) the caller names is a reported directory; every state is known."""
     for what, mapping in (("dir_states", states), ("directory_ids", ids)):
         for bid, path in mapping:
             if (bid, path) not in known_dirs:
@@ -146,6 +170,13 @@ def build_snapshot(
                 f"dir_states: broker {bid} dir {path}: state {state!r} not in {STATES}"
             )
 
+
+def _broker_entries(
+    by_id: Mapping[int, BrokerReport],
+    states: Mapping[tuple[int, str], str],
+    ids: Mapping[tuple[int, str], str],
+) -> tuple[list[dict[str, Any]], dict[tuple[int, str], str]]:
+    """The snapshot's ``brokers`` (by id, directories by path) and each directory's state."""
     state_of: dict[tuple[int, str], str] = {}
     doc_brokers: list[dict[str, Any]] = []
     for bid in sorted(by_id):
@@ -160,8 +191,14 @@ def build_snapshot(
             entry.update(state=state, totalBytes=d.total_bytes, usableBytes=d.usable_bytes)
             dirs.append(entry)
         doc_brokers.append({"id": bid, "rack": broker.rack, "logDirs": dirs})
+    return doc_brokers, state_of
 
-    # Where each (topic, partition, broker) replica is, from the online directories' lists.
+
+def _replica_homes(
+    known_dirs: Mapping[tuple[int, str], LogDirReport],
+) -> tuple[dict[tuple[str, int, int], str], dict[tuple[str, int, int], int]]:
+    """Where each (topic, partition, broker) replica is, and its size, from the online
+    directories' lists of current replicas."""
     home: dict[tuple[str, int, int], str] = {}
     size: dict[tuple[str, int, int], int] = {}
     for (bid, path), d in known_dirs.items():
@@ -174,7 +211,13 @@ def build_snapshot(
                 )
             home[where] = path
             size[where] = nbytes
+    return home, size
 
+
+def _ordered_partitions(
+    partitions: Sequence[PartitionReport], hints: Mapping[tuple[str, int, int], str]
+) -> list[PartitionReport]:
+    """Partitions by topic and number, each once; every hint names a replica they have."""
     ordered = sorted(partitions, key=lambda p: (p.topic, p.partition))
     replicas_of: dict[PartitionKey, Sequence[int]] = {}
     for part in ordered:
@@ -189,26 +232,33 @@ def build_snapshot(
                 f"offline_replica_dirs: partition {topic}-{num} has no replica on broker {bid} "
                 f"in the metadata (entry {path!r})"
             )
+    return ordered
 
-    doc_parts: list[dict[str, Any]] = []
-    for part in ordered:
-        name = f"{part.topic}-{part.partition}"
-        if not part.replicas:
-            raise SnapshotBuildError(f"partition {name}: the metadata lists no replicas")
-        paths = [_replica_dir(part, bid, by_id, home, hints, state_of) for bid in part.replicas]
-        doc_parts.append(
-            {
-                "topic": part.topic,
-                "partition": part.partition,
-                "replicas": list(part.replicas),
-                "leader": part.leader if part.leader >= 0 else -1,
-                "logDirs": paths,
-                "sizeBytes": max(
-                    (size.get((part.topic, part.partition, bid), 0) for bid in part.replicas),
-                ),
-            }
-        )
-    return {"version": 1, "brokers": doc_brokers, "partitions": doc_parts}
+
+def _partition_entry(
+    part: PartitionReport,
+    *,
+    by_id: Mapping[int, BrokerReport],
+    home: Mapping[tuple[str, int, int], str],
+    size: Mapping[tuple[str, int, int], int],
+    hints: Mapping[tuple[str, int, int], str],
+    state_of: Mapping[tuple[int, str], str],
+) -> dict[str, Any]:
+    """One entry of the snapshot's ``partitions``."""
+    name = f"{part.topic}-{part.partition}"
+    if not part.replicas:
+        raise SnapshotBuildError(f"partition {name}: the metadata lists no replicas")
+    paths = [_replica_dir(part, bid, by_id, home, hints, state_of) for bid in part.replicas]
+    return {
+        "topic": part.topic,
+        "partition": part.partition,
+        "replicas": list(part.replicas),
+        "leader": part.leader if part.leader >= 0 else -1,
+        "logDirs": paths,
+        "sizeBytes": max(
+            (size.get((part.topic, part.partition, bid), 0) for bid in part.replicas),
+        ),
+    }
 
 
 def _paths_of(broker: BrokerReport | None) -> list[str]:
@@ -343,53 +393,3 @@ def partitions_from_admin(topics: Sequence[Mapping[str, Any]]) -> list[Partition
                 )
             )
     return reports
-
-
-def gather_snapshot(
-    bootstrap_servers: str | Sequence[str],
-    *,
-    dir_states: Mapping[tuple[int, str], str] | None = None,
-    directory_ids: Mapping[tuple[int, str], str] | None = None,
-    offline_replica_dirs: Mapping[tuple[str, int, int], str] | None = None,
-    client_config: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Ask the live cluster and build its snapshot. The three calls are not one atomic read:
-    a topic created or a move finished between them may make the build fail with a message
-    saying to snapshot again, never produce a snapshot that mixes two states silently."""
-    from kafka.admin import KafkaAdminClient
-
-    servers = [bootstrap_servers] if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
-    admin = KafkaAdminClient(bootstrap_servers=servers, **dict(client_config or {}))
-    try:
-        cluster = admin.describe_cluster()
-        topics = admin.describe_topics()
-        broker_ids = sorted(int(b["broker_id"]) for b in cluster["brokers"])
-        log_dirs = admin.describe_log_dirs(brokers=broker_ids)
-    finally:
-        admin.close()
-    return build_snapshot(
-        brokers_from_admin(cluster, log_dirs),
-        partitions_from_admin(topics),
-        dir_states=dir_states,
-        directory_ids=directory_ids,
-        offline_replica_dirs=offline_replica_dirs,
-    )
-
-
-async def gather_snapshot_async(
-    bootstrap_servers: str | Sequence[str],
-    *,
-    dir_states: Mapping[tuple[int, str], str] | None = None,
-    directory_ids: Mapping[tuple[int, str], str] | None = None,
-    offline_replica_dirs: Mapping[tuple[str, int, int], str] | None = None,
-    client_config: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """``gather_snapshot`` off the event loop (kafka-python's admin client blocks)."""
-    return await asyncio.to_thread(
-        gather_snapshot,
-        bootstrap_servers,
-        dir_states=dir_states,
-        directory_ids=directory_ids,
-        offline_replica_dirs=offline_replica_dirs,
-        client_config=client_config,
-    )

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from spindle.operator.quantity import format_bytes
-from spindle.operator.specs import VolumeSpec
+from spindle.operator.specs.broker import VolumeSpec
 
 RELEASABLE_STATES = frozenset({"Empty", "Released"})
 

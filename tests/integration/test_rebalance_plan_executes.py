@@ -29,7 +29,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError
-from spindle.operator.snapshot import gather_snapshot, gather_snapshot_async
+from spindle.operator.brokers import gather_snapshot, gather_snapshot_async
 from spindle.rebalance.model import parse_snapshot
 
 from ..broker.conftest import CACHE_BIN, Broker, Etcd, make_broker

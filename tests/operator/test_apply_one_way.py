@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 from spindle.operator import specs
-from spindle.operator.apply import apply_object
-from spindle.operator.kube import CONFIGMAPS, PODS, PVCS, KubeApi
+from spindle.operator.kube import CONFIGMAPS, PODS, PVCS, KubeApi, apply_object
 from spindle.operator.reconcile import reconcile_broker
 
 pytestmark = pytest.mark.slow

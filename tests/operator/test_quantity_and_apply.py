@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from spindle.operator.apply import differences
+from spindle.operator.kube import differences
 from spindle.operator.quantity import QuantityError, format_bytes, quantity_bytes
 
 

@@ -17,9 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spindle.operator.kube import RESOURCES_BY_KIND, KubeApi, KubeError
+from spindle.operator.kube.client import KubeApi, KubeError
+from spindle.operator.kube.resources import RESOURCES_BY_KIND
 from spindle.operator.quantity import QuantityError, parse_quantity
-from spindle.operator.specs import SPEC_HASH_ANNOTATION
+from spindle.operator.specs.names import SPEC_HASH_ANNOTATION
 
 # Keys whose values are quantities: "1Gi" and "1024Mi" are the same size.
 QUANTITY_KEYS = frozenset({"storage", "cpu", "memory", "ephemeral-storage"})
@@ -117,7 +118,8 @@ def apply_object(api: KubeApi, desired: Mapping[str, Any]) -> Outcome:
     """Make the live object match ``desired`` in one direction (builder → cluster)."""
     kind = desired["kind"]
     resource = RESOURCES_BY_KIND[kind]
-    namespace = desired["metadata"]["namespace"]
+    # Cluster-scoped objects (PersistentVolumes) have no namespace.
+    namespace = desired["metadata"]["namespace"] if resource.namespaced else None
     name = desired["metadata"]["name"]
     live = api.get(resource, namespace, name)
     if live is None:

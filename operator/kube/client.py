@@ -1,56 +1,22 @@
 """A small JSON client for the Kubernetes API: dicts in, dicts out, any resource.
 
-The operator's builders produce plain dicts (``specs``), so the client speaks plain dicts
-too, over the ``kubernetes`` package's authenticated connection (kubeconfig or in-cluster
-service account). Patches are JSON merge patches: lists are replaced whole, which is what
-"make the owned fields equal to the builder's" needs (strategic merge would keep a stale
-owner reference). Synchronous: kopf runs sync handlers in its thread pool.
+The operator's builders produce plain dicts (``spindle.operator.specs``), so the client speaks
+plain dicts too, over the ``kubernetes`` package's authenticated connection (kubeconfig or
+in-cluster service account). Patches are JSON merge patches: lists are replaced whole, which
+is what "make the owned fields equal to the builder's" needs (strategic merge would keep a
+stale owner reference). Synchronous: kopf runs sync handlers in its thread pool.
+``namespace`` is ``None`` for cluster-scoped resources (``Resource.namespaced`` is False).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from kubernetes import client, config
-
-
-@dataclass(frozen=True)
-class Resource:
-    """A resource type by API group, version and plural (``""`` group = core)."""
-
-    group: str
-    version: str
-    plural: str
-
-    def path(self, namespace: str, name: str | None = None, subresource: str | None = None) -> str:
-        base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
-        path = f"{base}/namespaces/{quote(namespace)}/{self.plural}"
-        if name is not None:
-            path += f"/{quote(name)}"
-        if subresource is not None:
-            path += f"/{subresource}"
-        return path
-
-
-PODS = Resource("", "v1", "pods")
-PVCS = Resource("", "v1", "persistentvolumeclaims")
-CONFIGMAPS = Resource("", "v1", "configmaps")
-SERVICES = Resource("", "v1", "services")
-BROKERS = Resource("spindle.io", "v1alpha1", "brokers")
-LOGVOLUMES = Resource("spindle.io", "v1alpha1", "logvolumes")
-
-RESOURCES_BY_KIND = {
-    "Pod": PODS,
-    "PersistentVolumeClaim": PVCS,
-    "ConfigMap": CONFIGMAPS,
-    "Service": SERVICES,
-    "Broker": BROKERS,
-    "LogVolume": LOGVOLUMES,
-}
+from spindle.operator.kube.resources import Resource
 
 
 class KubeError(RuntimeError):
@@ -121,7 +87,7 @@ class KubeApi:
             raise KubeError(method, path, response.status, text)
         return json.loads(text) if text else None
 
-    def get(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
+    def get(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
         """The object, or ``None`` when it does not exist."""
         try:
             result: dict[str, Any] = self.request("GET", resource.path(namespace, name))
@@ -131,20 +97,24 @@ class KubeApi:
             raise
         return result
 
-    def list(self, resource: Resource, namespace: str, selector: str) -> list[dict[str, Any]]:
+    def list(
+        self, resource: Resource, namespace: str | None, selector: str
+    ) -> list[dict[str, Any]]:
         """Objects matching a label selector."""
         answer = self.request("GET", resource.path(namespace), query={"labelSelector": selector})
         items: list[dict[str, Any]] = answer.get("items") or []
         return items
 
-    def create(self, resource: Resource, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+    def create(
+        self, resource: Resource, namespace: str | None, body: dict[str, Any]
+    ) -> dict[str, Any]:
         result: dict[str, Any] = self.request("POST", resource.path(namespace), body=body)
         return result
 
     def patch(
         self,
         resource: Resource,
-        namespace: str,
+        namespace: str | None,
         name: str,
         patch: dict[str, Any],
         *,
@@ -159,7 +129,7 @@ class KubeApi:
         )
         return result
 
-    def delete(self, resource: Resource, namespace: str, name: str) -> bool:
+    def delete(self, resource: Resource, namespace: str | None, name: str) -> bool:
         """Delete in the background (dependents collected by the GC); False if already gone."""
         try:
             self.request(
@@ -176,50 +146,3 @@ class KubeApi:
                 return False
             raise
         return True
-
-
-EVENTS = Resource("", "v1", "events")
-
-
-def post_event(
-    api: KubeApi,
-    involved: dict[str, Any],
-    *,
-    type_: str,
-    reason: str,
-    message: str,
-    now: str,
-    component: str = "spindle-operator",
-) -> None:
-    """Record a core/v1 Event on ``involved`` (what ``kubectl describe`` shows)."""
-    meta = involved["metadata"]
-    stamp = now.replace("-", "").replace(":", "").replace("T", "").replace("Z", "").lower()
-    api.create(
-        EVENTS,
-        meta["namespace"],
-        {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {
-                "generateName": f"{meta['name']}.{stamp}-",
-                "namespace": meta["namespace"],
-            },
-            "involvedObject": {
-                "apiVersion": involved["apiVersion"],
-                "kind": involved["kind"],
-                "name": meta["name"],
-                "namespace": meta["namespace"],
-                "uid": meta.get("uid", ""),
-                "resourceVersion": meta.get("resourceVersion", ""),
-            },
-            "type": type_,
-            "reason": reason,
-            "message": message[:1024],
-            "source": {"component": component},
-            "reportingComponent": component,
-            "reportingInstance": component,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        },
-    )

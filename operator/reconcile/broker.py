@@ -1,0 +1,149 @@
+"""Broker reconciliation as a short list of named steps, status written last.
+
+The kopf handlers (``spindle.operator.handlers``) only decide *when* to reconcile; this module
+says *what* a reconcile is, in order (the Strimzi ``KafkaReconciler.reconcile()`` shape):
+
+1. ``read_storage``: the claims and LogVolumes the broker owns now;
+2. ``check_storage``: the pure storage diff; a refused change stops here (nothing touched);
+3. ``apply_config``: ConfigMap and Service;
+4. ``apply_volumes``: claims (created or grown) and LogVolumes;
+5. ``release_removed``: LogVolumes (and claims with deleteClaim) of removed, emptied volumes;
+   a kept claim is labelled released, and taken back when its volume id is declared again;
+6. ``apply_pod``: the Pod, replaced when its volumes or settings changed;
+7. ``volume_status``: each LogVolume's status from its claim;
+8. ``broker_status``: phase, volume counts, conditions, observedGeneration.
+
+The volume steps (1, 2, 4, 5, 7) live in ``reconcile.logvolume``. Time and the Event sink are
+injected (keyword-only) so that tests and the handlers decide them. Events are emitted only
+for things that happened, so an idle reconcile is silent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from spindle.operator import specs
+from spindle.operator.kube import BROKERS, PODS, KubeApi, apply_object, is_subset
+from spindle.operator.reconcile.context import Context, EventSink
+from spindle.operator.reconcile.logvolume import (
+    apply_volumes,
+    check_storage,
+    read_storage,
+    release_removed,
+    volume_status,
+)
+from spindle.operator.specs import BrokerSpec, Condition
+
+
+def apply_config(ctx: Context) -> None:
+    ctx.applied(apply_object(ctx.api, specs.build_configmap(ctx.broker)))
+    ctx.applied(apply_object(ctx.api, specs.build_service(ctx.broker)))
+
+
+def apply_pod(ctx: Context) -> None:
+    desired = specs.build_pod(ctx.broker)
+    outcome = apply_object(ctx.api, desired)
+    if outcome.action == "Replaced":
+        # Unscheduled Pods go away at once; a running one finishes its grace period and the
+        # next reconcile (triggered by its deletion) creates the replacement.
+        ctx.applied(outcome)
+        outcome = apply_object(ctx.api, desired)
+        if outcome.action != "Created":
+            ctx.pod = ctx.api.get(PODS, ctx.broker.namespace, ctx.broker.name)
+            return
+    ctx.applied(outcome)
+    ctx.pod = ctx.api.get(PODS, ctx.broker.namespace, ctx.broker.name)
+
+
+def broker_status(ctx: Context) -> None:
+    current = ctx.body.get("status") or {}
+    statuses = [
+        ctx.logvolumes[v.id].get("status") or {}
+        for v in ctx.broker.volumes
+        if v.id in ctx.logvolumes
+    ]
+    online = sum(1 for s in statuses if s.get("state") in specs.ONLINE_STATES)
+    total = len(ctx.broker.volumes)
+    if ctx.pod is None:
+        ctx.pod = ctx.api.get(PODS, ctx.broker.namespace, ctx.broker.name)
+    phase = specs.broker_phase(ctx.pod, online, total)
+    if phase == "Running" and not ctx.diff.allowed:
+        phase = "Degraded"  # serving, but not as declared: the refused edit is pending
+    if ctx.diff.allowed:
+        reconciled = Condition("Reconciled", "True", "Reconciled", "owned objects match the spec")
+    else:
+        reconciled = Condition("Reconciled", "False", ctx.diff.reason(), ctx.diff.message())
+    ready = Condition(
+        "Ready",
+        "True" if phase == "Running" else "False",
+        "BrokerRunning" if phase == "Running" else f"Broker{phase}",
+        f"pod {ctx.broker.name} is {((ctx.pod or {}).get('status') or {}).get('phase', 'missing')}; "
+        f"{online}/{total} log directories online",
+    )
+    wanted: dict[str, Any] = {
+        "observedGeneration": ctx.broker.generation,
+        "phase": phase,
+        "volumes": f"{online}/{total}",
+        "volumesOnline": online,
+        "volumesTotal": total,
+        "podName": ctx.broker.name,
+        "serviceName": ctx.broker.name,
+        "logDirs": specs.log_dirs(ctx.broker),
+        "conditions": specs.merge_conditions(
+            current.get("conditions") or [],
+            [ready, reconciled],
+            now=ctx.now,
+            generation=ctx.broker.generation,
+        ),
+    }
+    percent = specs.used_percent(statuses)
+    if percent is not None:
+        wanted["usedPercent"] = percent
+    if not is_subset(wanted, current):
+        ctx.api.patch(
+            BROKERS,
+            ctx.broker.namespace,
+            ctx.broker.name,
+            {"status": wanted},
+            subresource="status",
+        )
+
+
+def _refusal_is_new(ctx: Context) -> bool:
+    for cond in (ctx.body.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Reconciled":
+            return not (
+                cond.get("status") == "False"
+                and cond.get("reason") == ctx.diff.reason()
+                and cond.get("message") == ctx.diff.message()
+            )
+    return True
+
+
+Step = Callable[[Context], None]
+#: The writing steps, in order. They run only when the storage change is allowed (a refused
+#: change touches nothing but status); reading and checking come first, status last.
+STEPS: tuple[Step, ...] = (
+    apply_config,
+    apply_volumes,
+    release_removed,
+    apply_pod,
+    volume_status,
+)
+
+
+def reconcile_broker(
+    api: KubeApi, body: Mapping[str, Any], *, now: str, emit: EventSink
+) -> Context:
+    """Run the steps for one Broker. A refused storage change touches nothing but status."""
+    ctx = Context(api=api, body=body, broker=BrokerSpec.from_body(body), now=now, emit=emit)
+    read_storage(ctx)
+    check_storage(ctx)
+    if ctx.diff.allowed:
+        for step in STEPS:
+            step(ctx)
+    elif _refusal_is_new(ctx):
+        ctx.emit("Warning", ctx.diff.reason(), ctx.diff.message())
+    broker_status(ctx)
+    return ctx

@@ -1,0 +1,44 @@
+"""What one reconcile of a Broker reads and decides, handed from step to step."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from spindle.operator import specs
+from spindle.operator.kube import KubeApi, Outcome
+from spindle.operator.specs import BrokerSpec
+from spindle.operator.storage_diff import StorageDiff
+
+# A claim kept (deleteClaim: false) after its volume was removed: no longer the broker's.
+LABEL_RELEASED = "spindle.io/released"
+
+
+class EventSink(Protocol):
+    def __call__(self, type_: str, reason: str, message: str) -> None: ...
+
+
+@dataclass
+class Context:
+    """What one reconcile reads and decides, passed from step to step."""
+
+    api: KubeApi
+    body: Mapping[str, Any]
+    broker: BrokerSpec
+    now: str
+    emit: EventSink
+    claims: dict[int, dict[str, Any]] = field(default_factory=dict)
+    logvolumes: dict[int, dict[str, Any]] = field(default_factory=dict)
+    released: dict[int, dict[str, Any]] = field(default_factory=dict)
+    diff: StorageDiff = field(default_factory=StorageDiff)
+    outcomes: list[Outcome] = field(default_factory=list)
+    pod: dict[str, Any] | None = None
+
+    def selector(self) -> str:
+        return f"{specs.LABEL_BROKER}={self.broker.name},!{LABEL_RELEASED}"
+
+    def applied(self, outcome: Outcome) -> None:
+        self.outcomes.append(outcome)
+        if outcome.changed:
+            self.emit("Normal", outcome.action, outcome.message())

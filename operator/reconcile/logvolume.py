@@ -1,0 +1,129 @@
+"""The steps of a Broker's reconcile that concern its volumes: claims and LogVolumes.
+
+Storage is the one part of a Broker whose edit can lose data, so it is read and checked
+before anything is written (``read_storage``, ``check_storage``: the pure storage diff), and
+the writing steps run only when the whole change is allowed (see ``reconcile.broker``):
+``apply_volumes`` creates or grows claims and LogVolumes, ``release_removed`` gives up removed
+volumes once they are empty, ``volume_status`` writes each LogVolume's status from its claim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from spindle.operator import specs
+from spindle.operator.kube import LOGVOLUMES, PVCS, apply_object, is_subset
+from spindle.operator.quantity import quantity_bytes
+from spindle.operator.reconcile.context import LABEL_RELEASED, Context
+from spindle.operator.storage_diff import ExistingVolume, diff_storage
+
+
+def _volume_id(obj: Mapping[str, Any]) -> int | None:
+    raw = (obj.get("metadata", {}).get("labels") or {}).get(specs.LABEL_VOLUME_ID)
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def read_storage(ctx: Context) -> None:
+    namespace = ctx.broker.namespace
+    for claim in ctx.api.list(PVCS, namespace, f"{specs.LABEL_BROKER}={ctx.broker.name}"):
+        volume_id = _volume_id(claim)
+        if volume_id is None:
+            continue
+        if LABEL_RELEASED in (claim["metadata"].get("labels") or {}):
+            ctx.released[volume_id] = claim
+        else:
+            ctx.claims[volume_id] = claim
+    for logvolume in ctx.api.list(LOGVOLUMES, namespace, ctx.selector()):
+        volume_id = _volume_id(logvolume)
+        if volume_id is not None:
+            ctx.logvolumes[volume_id] = logvolume
+
+
+def check_storage(ctx: Context) -> None:
+    existing = []
+    declared = {v.id for v in ctx.broker.volumes}
+    # A released claim counts again once its volume id is declared again: it still holds the
+    # old data, so its size and class are checked like any other claim's.
+    reattached = {i: c for i, c in ctx.released.items() if i in declared and i not in ctx.claims}
+    for volume_id, claim in {**ctx.claims, **reattached}.items():
+        request = claim.get("spec", {}).get("resources", {}).get("requests", {}).get("storage")
+        state = (ctx.logvolumes.get(volume_id, {}).get("status") or {}).get("state")
+        existing.append(
+            ExistingVolume(
+                id=volume_id,
+                size_bytes=quantity_bytes(request) if request else 0,
+                storage_class=claim.get("spec", {}).get("storageClassName"),
+                state=state,
+            )
+        )
+    ctx.diff = diff_storage(ctx.broker.volumes, existing)
+
+
+def apply_volumes(ctx: Context) -> None:
+    for volume in ctx.broker.volumes:
+        claim = ctx.released.get(volume.id)
+        if claim is not None and volume.id not in ctx.claims:
+            name = claim["metadata"]["name"]
+            patch = {"metadata": {"labels": {LABEL_RELEASED: None}}}
+            ctx.api.patch(PVCS, ctx.broker.namespace, name, patch)
+            ctx.emit(
+                "Normal",
+                "VolumeReattached",
+                f"volume {volume.id}: reusing released PVC {name} and the data it holds",
+            )
+        ctx.applied(apply_object(ctx.api, specs.build_pvc(ctx.broker, volume)))
+        ctx.applied(apply_object(ctx.api, specs.build_logvolume(ctx.broker, volume)))
+
+
+def release_removed(ctx: Context) -> None:
+    """Give up volumes that were removed from the spec after they were emptied.
+
+    The claim is deleted only if it carries the Broker's owner reference (it was declared
+    with ``deleteClaim: true``); otherwise it is kept, labelled released, with its data.
+    """
+    namespace = ctx.broker.namespace
+    for volume_id in ctx.diff.removed:
+        logvolume = ctx.logvolumes.get(volume_id)
+        if logvolume is not None:
+            ctx.api.delete(LOGVOLUMES, namespace, logvolume["metadata"]["name"])
+        claim = ctx.claims.get(volume_id)
+        if claim is None:
+            continue
+        name = claim["metadata"]["name"]
+        owners = claim["metadata"].get("ownerReferences") or []
+        if any(o.get("uid") == ctx.broker.uid for o in owners):
+            ctx.api.delete(PVCS, namespace, name)
+            ctx.emit("Normal", "VolumeRemoved", f"volume {volume_id}: deleted PVC {name}")
+        else:
+            ctx.api.patch(PVCS, namespace, name, {"metadata": {"labels": {LABEL_RELEASED: "true"}}})
+            ctx.emit(
+                "Normal",
+                "VolumeRemoved",
+                f"volume {volume_id}: kept PVC {name} (deleteClaim is false), labelled released",
+            )
+
+
+def volume_status(ctx: Context) -> None:
+    namespace = ctx.broker.namespace
+    for volume in ctx.broker.volumes:
+        name = specs.logvolume_name(ctx.broker.name, volume.id)
+        live = ctx.api.get(LOGVOLUMES, namespace, name)
+        if live is None:
+            continue
+        claim = ctx.api.get(PVCS, namespace, specs.pvc_name(ctx.broker.name, volume.id))
+        current = live.get("status") or {}
+        wanted = specs.logvolume_status(
+            volume,
+            ctx.broker,
+            current=current,
+            pvc=claim,
+            generation=int(live["metadata"].get("generation") or 0),
+            now=ctx.now,
+        )
+        if not is_subset(wanted, current):
+            ctx.api.patch(LOGVOLUMES, namespace, name, {"status": wanted}, subresource="status")
+        ctx.logvolumes[volume.id] = {**live, "status": {**current, **wanted}}
