@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from spindle.operator import specs
-from spindle.operator.kube import CONFIGMAPS, PODS, PVCS, KubeApi, apply_object
+from spindle.operator.kube import CONFIGMAPS, PERSISTENTVOLUMES, PODS, PVCS, KubeApi, apply_object
 from spindle.operator.reconcile import reconcile_broker
 
 pytestmark = pytest.mark.slow
@@ -208,3 +208,39 @@ def test_removed_empty_volume_without_delete_claim_keeps_its_claim(
     assert "spindle.io/released" not in claim["metadata"]["labels"]
     assert cluster.get("logvolume", "keep-data-1") is not None
     assert ("Normal", "VolumeReattached") in {(t, r) for t, r, _ in events}
+
+
+def test_cluster_scoped_persistent_volume_is_applied_one_way(api: KubeApi, cluster: Any) -> None:
+    name = f"{cluster.namespace}-pv"
+    desired = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name, "labels": {"spindle.io/test": "apply"}},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "hostPath": {"path": f"/tmp/spindle-test-pv/{name}"},
+        },
+    }
+    try:
+        assert apply_object(api, desired).action == "Created"
+        live = api.get(PERSISTENTVOLUMES, None, name)
+        assert live is not None
+        assert "namespace" not in live["metadata"]
+        same_in_mi = json.loads(json.dumps(desired))
+        same_in_mi["spec"]["capacity"]["storage"] = "1024Mi"
+        assert apply_object(api, same_in_mi).action == "Unchanged"
+        relabelled = json.loads(json.dumps(desired))
+        relabelled["metadata"]["labels"]["spindle.io/test"] = "patched"
+        assert apply_object(api, relabelled).action == "Updated"
+        live = api.get(PERSISTENTVOLUMES, None, name)
+        assert live is not None
+        assert live["metadata"]["labels"]["spindle.io/test"] == "patched"
+        assert any(
+            pv["metadata"]["name"] == name
+            for pv in api.list(PERSISTENTVOLUMES, None, "spindle.io/test=patched")
+        )
+        assert api.delete(PERSISTENTVOLUMES, None, name) is True
+    finally:
+        api.delete(PERSISTENTVOLUMES, None, name)
