@@ -14,23 +14,27 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from kafka.admin import KafkaAdminClient
-from spindle.operator.snapshot import brokers_from_admin, build_snapshot, partitions_from_admin
+from spindle.operator.snapshot import (
+    SnapshotOptions,
+    brokers_from_admin,
+    build_snapshot,
+    partitions_from_admin,
+)
 
 
 def gather_snapshot(
     bootstrap_servers: str | Sequence[str],
     *,
-    dir_states: Mapping[tuple[int, str], str] | None = None,
-    directory_ids: Mapping[tuple[int, str], str] | None = None,
-    offline_replica_dirs: Mapping[tuple[str, int, int], str] | None = None,
     client_config: Mapping[str, Any] | None = None,
+    **options: Unpack[SnapshotOptions],
 ) -> dict[str, Any]:
-    """Ask the live cluster and build its snapshot. The three calls are not one atomic read:
-    a topic created or a move finished between them may make the build fail with a message
-    saying to snapshot again, never produce a snapshot that mixes two states silently."""
+    """Ask the live cluster and build its snapshot (``options``: see ``SnapshotOptions``).
+    The three calls are not one atomic read: a topic created or a move finished between them
+    may make the build fail with a message saying to snapshot again, never produce a snapshot
+    that mixes two states silently."""
     servers = [bootstrap_servers] if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
     admin = KafkaAdminClient(bootstrap_servers=servers, **dict(client_config or {}))
     try:
@@ -41,28 +45,17 @@ def gather_snapshot(
     finally:
         admin.close()
     return build_snapshot(
-        brokers_from_admin(cluster, log_dirs),
-        partitions_from_admin(topics),
-        dir_states=dir_states,
-        directory_ids=directory_ids,
-        offline_replica_dirs=offline_replica_dirs,
+        brokers_from_admin(cluster, log_dirs), partitions_from_admin(topics), **options
     )
 
 
 async def gather_snapshot_async(
     bootstrap_servers: str | Sequence[str],
     *,
-    dir_states: Mapping[tuple[int, str], str] | None = None,
-    directory_ids: Mapping[tuple[int, str], str] | None = None,
-    offline_replica_dirs: Mapping[tuple[str, int, int], str] | None = None,
     client_config: Mapping[str, Any] | None = None,
+    **options: Unpack[SnapshotOptions],
 ) -> dict[str, Any]:
     """``gather_snapshot`` off the event loop (kafka-python's admin client blocks)."""
     return await asyncio.to_thread(
-        gather_snapshot,
-        bootstrap_servers,
-        dir_states=dir_states,
-        directory_ids=directory_ids,
-        offline_replica_dirs=offline_replica_dirs,
-        client_config=client_config,
+        gather_snapshot, bootstrap_servers, client_config=client_config, **options
     )

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from spindle.broker.common.errors import ErrorCode
 from spindle.rebalance.model import STATES
@@ -96,6 +96,18 @@ class PartitionReport:
     replicas: Sequence[int]
     #: -1 when the partition has no leader.
     leader: int = -1
+
+
+class SnapshotOptions(TypedDict, total=False):
+    """What the operator knows about the directories beyond the brokers' answers (keyword
+    arguments of ``build_snapshot`` and of ``spindle.operator.brokers.gather_snapshot``)."""
+
+    #: (broker id, path) -> Active|Cordoned|Draining|Offline, from LogVolumes.
+    dir_states: Mapping[tuple[int, str], str] | None
+    #: (broker id, path) -> directory id, written as ``directoryId`` when known.
+    directory_ids: Mapping[tuple[int, str], str] | None
+    #: (topic, partition, broker id) -> path of the Offline directory holding that replica.
+    offline_replica_dirs: Mapping[tuple[str, int, int], str] | None
 
 
 def build_snapshot(

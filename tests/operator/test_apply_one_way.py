@@ -31,6 +31,23 @@ def cluster(spindle_crds: Any, helpers: dict[str, Any]) -> Iterator[Any]:
         yield ns
 
 
+class Events(list[tuple[str, str, str]]):
+    """An Event sink for ``reconcile_broker`` that keeps (type, reason, message) in order."""
+
+    def __call__(self, type_: str, reason: str, message: str) -> None:
+        self.append((type_, reason, message))
+
+
+@pytest.fixture
+def events() -> Events:
+    return Events()
+
+
+def _set_volumes(cluster: Any, name: str, volumes: list[dict[str, Any]]) -> None:
+    patch = {"spec": {"volumes": volumes}}
+    cluster.kubectl("patch", "broker", name, "--type=merge", "-p", json.dumps(patch))
+
+
 def _broker(cluster: Any, name: str = "one") -> dict[str, Any]:
     body = {
         "apiVersion": "spindle.io/v1alpha1",
@@ -101,15 +118,10 @@ def test_pod_is_replaced_when_its_digest_changes(api: KubeApi, cluster: Any) -> 
 
 
 def test_reconciling_an_unchanged_broker_writes_nothing_and_is_silent(
-    api: KubeApi, cluster: Any
+    api: KubeApi, cluster: Any, events: Events
 ) -> None:
-    events: list[tuple[str, str, str]] = []
-
-    def emit(type_: str, reason: str, message: str) -> None:
-        events.append((type_, reason, message))
-
     body = _broker(cluster)
-    first = reconcile_broker(api, body, now="2026-01-01T00:00:00Z", emit=emit)
+    first = reconcile_broker(api, body, now="2026-01-01T00:00:00Z", emit=events)
     assert {o.action for o in first.outcomes} == {"Created"}
     assert len(first.outcomes) == 7  # ConfigMap, Service, 2 claims, 2 LogVolumes, Pod
     assert ("Normal", "Created", "Created Pod one") in events
@@ -124,7 +136,7 @@ def test_reconciling_an_unchanged_broker_writes_nothing_and_is_silent(
     before = versions()
     events.clear()
     again = reconcile_broker(
-        api, cluster.get("broker", "one"), now="2026-01-01T00:01:00Z", emit=emit
+        api, cluster.get("broker", "one"), now="2026-01-01T00:01:00Z", emit=events
     )
     assert {o.action for o in again.outcomes} == {"Unchanged"}
     assert events == []
@@ -132,13 +144,8 @@ def test_reconciling_an_unchanged_broker_writes_nothing_and_is_silent(
 
 
 def test_removed_empty_volume_without_delete_claim_keeps_its_claim(
-    api: KubeApi, cluster: Any
+    api: KubeApi, cluster: Any, events: Events
 ) -> None:
-    events: list[tuple[str, str, str]] = []
-
-    def emit(type_: str, reason: str, message: str) -> None:
-        events.append((type_, reason, message))
-
     body = _broker(cluster, "keep")
     body["spec"]["volumes"][1]["deleteClaim"] = False
     cluster.apply(
@@ -146,7 +153,7 @@ def test_removed_empty_volume_without_delete_claim_keeps_its_claim(
             {k: body[k] for k in ("apiVersion", "kind", "spec")} | {"metadata": {"name": "keep"}}
         )
     )
-    reconcile_broker(api, cluster.get("broker", "keep"), now="2026-01-01T00:00:00Z", emit=emit)
+    reconcile_broker(api, cluster.get("broker", "keep"), now="2026-01-01T00:00:00Z", emit=events)
     cluster.kubectl(
         "patch",
         "logvolume",
@@ -156,17 +163,10 @@ def test_removed_empty_volume_without_delete_claim_keeps_its_claim(
         "-p",
         json.dumps({"status": {"state": "Empty"}}),
     )
-    cluster.kubectl(
-        "patch",
-        "broker",
-        "keep",
-        "--type=merge",
-        "-p",
-        json.dumps({"spec": {"volumes": [{"id": 0, "size": "1Gi"}]}}),
-    )
+    _set_volumes(cluster, "keep", [{"id": 0, "size": "1Gi"}])
     events.clear()
     ctx = reconcile_broker(
-        api, cluster.get("broker", "keep"), now="2026-01-01T00:01:00Z", emit=emit
+        api, cluster.get("broker", "keep"), now="2026-01-01T00:01:00Z", emit=events
     )
     assert ctx.diff.removed == (1,)
     assert cluster.get("logvolume", "keep-data-1") is None
@@ -178,7 +178,7 @@ def test_removed_empty_volume_without_delete_claim_keeps_its_claim(
 
     # The released claim is no longer the broker's: the next reconcile refuses nothing.
     again = reconcile_broker(
-        api, cluster.get("broker", "keep"), now="2026-01-01T00:02:00Z", emit=emit
+        api, cluster.get("broker", "keep"), now="2026-01-01T00:02:00Z", emit=events
     )
     assert again.diff.allowed
     assert again.diff.removed == ()
@@ -190,17 +190,10 @@ def test_removed_empty_volume_without_delete_claim_keeps_its_claim(
     assert reconciled[0]["status"] == "True"
 
     # Declaring the volume id again takes the kept claim (and its data) back.
-    cluster.kubectl(
-        "patch",
-        "broker",
-        "keep",
-        "--type=merge",
-        "-p",
-        json.dumps({"spec": {"volumes": [{"id": 0, "size": "1Gi"}, {"id": 1, "size": "1Gi"}]}}),
-    )
+    _set_volumes(cluster, "keep", [{"id": 0, "size": "1Gi"}, {"id": 1, "size": "1Gi"}])
     events.clear()
     back = reconcile_broker(
-        api, cluster.get("broker", "keep"), now="2026-01-01T00:03:00Z", emit=emit
+        api, cluster.get("broker", "keep"), now="2026-01-01T00:03:00Z", emit=events
     )
     assert back.diff.allowed
     claim = cluster.get("pvc", "data-1-keep")
