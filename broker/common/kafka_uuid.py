@@ -1,5 +1,6 @@
 """Kafka's text form of a UUID (``org.apache.kafka.common.Uuid``): 16 bytes, URL-safe base64,
-no padding (22 characters). Used for ``directory.id`` in ``meta.properties`` and topic ids.
+no padding (22 characters). Used for ``directory.id`` in ``meta.properties``, directory ids in
+the cluster metadata, topic ids and the cluster id: the one codec every layer uses.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ UNASSIGNED = 0, LOST = 1, MIGRATING = 2, …) and never name a real directory.""
 
 
 def to_kafka_str(value: uuid.UUID) -> str:
+    """Kafka's ``Uuid.toString()``: URL-safe base64 of the 16 bytes, no padding."""
     return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
 
 
@@ -37,3 +39,9 @@ def random_directory_id() -> uuid.UUID:
         candidate = uuid.uuid4()
         if not is_reserved(candidate):
             return candidate
+
+
+UNASSIGNED_DIR = to_kafka_str(uuid.UUID(int=0))
+"""Kafka's ``DirectoryId.UNASSIGNED``: the broker may place the replica in any dir."""
+LOST_DIR = to_kafka_str(uuid.UUID(int=1))
+"""Kafka's ``DirectoryId.LOST``: the replica's directory is offline."""

@@ -3,36 +3,19 @@
 Records are plain dataclasses serialised to JSON in etcd, one key per topic (its partitions,
 assignments with directory ids, leader/ISR with epochs, ongoing reassignment, configs), one per
 broker registration and one per broker config scope. Directory ids use Kafka's Uuid text form
-(URL-safe base64 without padding, 22 characters), as DescribeLogDirs and the CLI tools show them.
+(URL-safe base64 without padding, 22 characters; ``common.kafka_uuid``), as DescribeLogDirs and
+the CLI tools show them.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from spindle.broker.common.errors import ErrorCode, KafkaError
-
-
-def kafka_uuid_str(value: uuid.UUID) -> str:
-    """Kafka's ``Uuid.toString()``: URL-safe base64 of the 16 bytes, no padding."""
-    return base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")
-
-
-def parse_kafka_uuid(text: str) -> uuid.UUID:
-    """Inverse of :func:`kafka_uuid_str`; also accepts the canonical hex form."""
-    if len(text) == 22:
-        return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
-    return uuid.UUID(text)
-
-
-UNASSIGNED_DIR = kafka_uuid_str(uuid.UUID(int=0))
-"""Kafka's ``DirectoryId.UNASSIGNED``: the broker may place the replica in any dir."""
-LOST_DIR = kafka_uuid_str(uuid.UUID(int=1))
-"""Kafka's ``DirectoryId.LOST``: the replica's directory is offline."""
+from spindle.broker.common.kafka_uuid import UNASSIGNED_DIR, to_kafka_str
 
 
 @dataclass
@@ -222,4 +205,4 @@ def new_topic_id() -> str:
     while True:
         value = uuid.uuid4()
         if value.int >> 64 != 0:
-            return kafka_uuid_str(value)
+            return to_kafka_str(value)

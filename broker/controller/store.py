@@ -31,13 +31,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from spindle.broker.common.errors import ErrorCode, KafkaError
+from spindle.broker.common.kafka_uuid import to_kafka_str
 
 from .etcd import AnyCompare, Compare, CompareCreate, Delete, EtcdClient, Get, KeyValue, Put
 from .model import (
     BrokerRegistration,
     BrokerSession,
     TopicState,
-    kafka_uuid_str,
     parse_controller,
 )
 from .watch import PrefixWatcher, WatchBatch, WatchCompacted
@@ -259,7 +259,7 @@ class MetadataStore:
         """Create the cluster id on first start; refuse a broker configured for another cluster."""
         async with self._lock:
             if self.cluster_id is None:
-                new = expected or kafka_uuid_str(uuid.uuid4())
+                new = expected or to_kafka_str(uuid.uuid4())
                 await self._write(self._key("cluster_id"), new.encode())
                 self.cluster_id = new
             if expected is not None and expected != self.cluster_id:

@@ -1,1 +1,2 @@
-"""The broker process: asyncio network server, request handlers wiring protocol to storage."""
+"""The broker process: the asyncio network server (``app``, ``connection``), configuration,
+authorisation, metrics, and the request handlers, one module per API family (``apis``)."""

@@ -18,8 +18,8 @@ from typing import cast
 from spindle.broker.protocol.apis import RequestRejected, decode_request, encode_response_parts
 from spindle.broker.protocol.framing import SIZE_PREFIX_BYTES, FrameError, parse_frame_size
 
+from .apis import KafkaApis
 from .authorizer import RequestContext
-from .handlers import KafkaApis
 from .zerocopy import FileRegion, close_regions, send_region
 
 log = logging.getLogger(__name__)

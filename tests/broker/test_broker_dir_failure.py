@@ -19,7 +19,7 @@ from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceResponse
 from spindle.broker.common.errors import ErrorCode
-from spindle.broker.controller.model import LOST_DIR, UNASSIGNED_DIR
+from spindle.broker.common.kafka_uuid import LOST_DIR, UNASSIGNED_DIR
 
 from .conftest import Etcd, free_port, make_broker
 from .wire import TaggedProducer, Wire, create_topic, fetch_request, produce_request

@@ -19,7 +19,7 @@ from spindle.broker.records.batch import validate
 from .conftest import Etcd, make_broker
 from .wire import Wire, alter_replica_log_dirs, create_topic, fetch_request, produce_request
 
-SENDFILE_MIN_BYTES = 65536  # spindle.broker.server.handlers: at or above it, no copy
+SENDFILE_MIN_BYTES = 65536  # spindle.broker.server.apis.produce_fetch: at or above it, no copy
 TOPIC = "zero-copy"
 
 

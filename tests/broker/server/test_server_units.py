@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from spindle.broker.common.errors import ErrorCode, KafkaError
 from spindle.broker.common.ids import TopicPartition
+from spindle.broker.replication.producer_state import INT32_MAX, DuplicateBatch, ProducerStateTable
 from spindle.broker.server.config import (
     ConfigError,
     parse_listeners,
     parse_properties,
     settings_from_properties,
 )
-from spindle.broker.server.producer_state import INT32_MAX, DuplicateBatch, ProducerStateTable
 
 TP = TopicPartition("t", 0)
 

@@ -12,7 +12,7 @@ Rules, as Kafka applies them to one batch with producer id P, epoch E, sequences
   OUT_OF_ORDER_SEQUENCE_NUMBER.
 - P unknown here (a new producer, or one whose batches lie beyond the tail the broker reads
   at start-up): accepted as the start of P. At start-up the broker replays the last batches of
-  every log into this table (``KafkaApis.load_producer_state``), as Kafka rebuilds its
+  every log into this table (``ReplicaManager.load_producer_state``), as Kafka rebuilds its
   producer state from the log, so retries across a restart are still recognised.
 """
 

@@ -1,0 +1,352 @@
+"""The replica manager: this broker's replicas, from metadata to log and back (Kafka's
+``ReplicaManager``).
+
+It owns the replica lifecycle that sits between the cluster metadata and storage: creating the
+local replicas of partitions assigned here (placement by the metadata's directory, else
+storage's rule), deleting those of deleted topics, the append path (idempotent-producer checks,
+append, high watermark, waking long-polling fetches), rebuilding producer state at start-up,
+applying dynamic broker configs to storage, and reporting each replica's directory back to
+the controller (AssignReplicasToDirs; ``LOST`` for a replica in an offline directory).
+
+It reads the metadata through :class:`MetadataView` and reports through
+:class:`DirectoryAssigner`, so it does not depend on the controller package (the two are
+sibling layers); the controller's ``MetadataStore`` and ``Controller`` fit these protocols.
+The multi-broker issue adds followers, ISR and the high watermark from follower fetches here.
+
+Task safety: every method runs on the broker's event loop (not thread-safe); the storage calls
+it makes are synchronous and thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from spindle.broker.common.errors import ErrorCode, KafkaError
+from spindle.broker.common.ids import TopicPartition
+from spindle.broker.common.kafka_uuid import LOST_DIR, to_kafka_str
+from spindle.broker.records.batch import iter_batches, parse_header
+from spindle.broker.storage import Log, LogManager
+
+from .producer_state import ProducerStateTable
+
+log = logging.getLogger(__name__)
+
+THROTTLE_KEY = "replica.alter.log.dirs.io.max.bytes.per.second"
+UNLIMITED = (1 << 63) - 1
+
+
+class PartitionView(Protocol):
+    """What the replica manager reads of one partition's metadata."""
+
+    @property
+    def partition(self) -> int: ...
+    @property
+    def replicas(self) -> Sequence[int]: ...
+    @property
+    def directories(self) -> Sequence[str]: ...
+    @property
+    def leader(self) -> int: ...
+
+
+class TopicView(Protocol):
+    """What the replica manager reads of one topic's metadata."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def partitions(self) -> Mapping[int, PartitionView]: ...
+
+
+class MetadataView(Protocol):
+    """The cluster metadata as this broker last loaded it (the controller's store)."""
+
+    @property
+    def topics(self) -> Mapping[str, TopicView]: ...
+    @property
+    def cluster_id(self) -> str | None: ...
+    @property
+    def broker_configs(self) -> Mapping[str, Mapping[str, str]]: ...
+
+    async def load(self) -> None: ...
+
+
+class DirectoryAssigner(Protocol):
+    """Records which directory holds a broker's replica (the controller's
+    AssignReplicasToDirs)."""
+
+    async def assign_replica_dir(self, tp: TopicPartition, node_id: int, dir_id: str) -> None: ...
+
+
+class AppendNotifier:
+    """Wakes long-polling fetches when any partition gets new data (one event per append)."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def notify(self) -> None:
+        self._event.set()
+        self._event = asyncio.Event()
+
+    async def wait(self, timeout_s: float) -> None:
+        event = self._event
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout=max(timeout_s, 0.0))
+
+
+class ReplicaManager:
+    """This broker's replicas (see module docstring). Event loop only."""
+
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        logs: LogManager,
+        metadata: MetadataView,
+        assigner: DirectoryAssigner,
+        static_configs: Mapping[str, str],
+    ) -> None:
+        self.node_id = node_id
+        self.logs = logs
+        self.metadata = metadata
+        self.assigner = assigner
+        self.static_configs = dict(static_configs)
+        self.producers = ProducerStateTable()
+        self.appends = AppendNotifier()
+
+    # --- start-up --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Bring up the replicas the metadata assigns here, after storage has loaded.
+
+        This broker is the only replica of everything it hosts: every appended offset is
+        committed, so the high watermark is the log end (the checkpoint may lag after a crash).
+        """
+        for topic in list(self.metadata.topics.values()):
+            await self.create_local_logs(topic, is_new=False)
+        for tp, partition_log in self.logs.logs().items():
+            partition_log.high_watermark = partition_log.log_end_offset
+            try:
+                self.load_producer_state(tp, partition_log)
+            except KafkaError as exc:
+                log.warning("cannot rebuild producer state of %s: %s", tp, exc)
+        self.apply_dynamic_broker_configs()
+
+    def load_producer_state(
+        self, tp: TopicPartition, partition_log: Log, *, tail_offsets: int = 20_000
+    ) -> int:
+        """Rebuild idempotent-producer state from the tail of a log (Kafka rebuilds it from
+        snapshots and the log at start-up), so a producer retrying across a broker restart
+        still gets its duplicates dropped and its gaps refused. Returns batches seen."""
+        seen = 0
+        offset = max(partition_log.log_start_offset, partition_log.log_end_offset - tail_offsets)
+        end = partition_log.log_end_offset
+        while offset < end:
+            chunk = partition_log.read(offset, 4 << 20)
+            if not chunk.records:
+                break
+            for h in iter_batches(chunk.records, check_crc=False):
+                if h.producer_id >= 0 and not h.is_control:
+                    self.producers.record(
+                        tp,
+                        h.producer_id,
+                        h.producer_epoch,
+                        h.base_sequence,
+                        h.record_count,
+                        h.base_offset,
+                        h.last_offset,
+                    )
+                seen += 1
+                offset = h.next_offset
+        return seen
+
+    # --- replicas from metadata ------------------------------------------------------------
+
+    def dir_ids(self) -> dict[str, str]:
+        """Online log directory path -> directory id (Kafka Uuid text)."""
+        return {
+            d.path: to_kafka_str(d.directory_id)
+            for d in self.logs.describe_dirs(topics=[])
+            if d.directory_id and not int(d.error)
+        }
+
+    async def create_local_logs(self, topic: TopicView, *, is_new: bool = True) -> None:
+        """Create this broker's replicas of ``topic`` and report their directories.
+
+        Placement follows Kafka: a directory preset by AlterReplicaLogDirs wins (storage keeps
+        it), else the directory the metadata assigns if it is known and online, else storage's
+        least-loaded rule. ``is_new=False`` at start-up: a missing replica may sit on an offline
+        directory, and storage then refuses to create an empty one elsewhere.
+        """
+        ids = self.dir_ids()
+        paths = {dir_id: path for path, dir_id in ids.items()}
+        for p in topic.partitions.values():
+            if self.node_id not in p.replicas:
+                continue
+            tp = TopicPartition(topic.name, p.partition)
+            assigned = p.directories[list(p.replicas).index(self.node_id)]
+            if self.logs.get_log(tp) is None and assigned in paths:
+                # Remembered by storage for a replica it does not host yet.
+                self.logs.change_replica_dir(tp, paths[assigned])
+            try:
+                created = self.logs.get_or_create_log(tp, is_new=is_new)
+            except KafkaError as exc:
+                log.warning("cannot create %s: %s", tp, exc)
+                continue
+            dir_id = ids.get(created.logdir_path)
+            if dir_id:
+                await self.assigner.assign_replica_dir(tp, self.node_id, dir_id)
+
+    def delete_local_replica(self, tp: TopicPartition) -> None:
+        """Forget ``tp``'s producers and delete its local replica (KafkaError from storage)."""
+        self.producers.forget_partition(tp)
+        self.logs.delete_log(tp)
+
+    def hosted_log(self, tp: TopicPartition) -> Log:
+        """The local replica of ``tp``; KafkaError if the topic/partition is unknown here."""
+        topic = self.metadata.topics.get(tp.topic)
+        if topic is None or tp.partition not in topic.partitions:
+            raise KafkaError(f"unknown partition {tp}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        part = topic.partitions[tp.partition]
+        if part.leader != self.node_id:
+            raise KafkaError(
+                f"broker {self.node_id} does not lead {tp}", ErrorCode.NOT_LEADER_OR_FOLLOWER
+            )
+        found = self.logs.get_log(tp)
+        if found is None:
+            # Assigned here but not created yet. It may have lived in a directory that is now
+            # offline, so storage refuses (KAFKA_STORAGE_ERROR) while any directory is offline.
+            found = self.logs.get_or_create_log(tp, is_new=False)
+        return found
+
+    # --- the append path -------------------------------------------------------------------
+
+    def append(self, tp: TopicPartition, records: bytes | None) -> tuple[int, int]:
+        """Append one producer batch to the leader replica of ``tp``: (base offset, log start).
+
+        Raises ``DuplicateBatch`` for a retried idempotent batch (answered with its original
+        offsets) and KafkaError for everything refused. Call :meth:`appended` once per request
+        that appended anything, to wake long-polling fetches.
+        """
+        if not records:
+            raise KafkaError(f"produce to {tp} carries no records", ErrorCode.CORRUPT_MESSAGE)
+        partition_log = self.hosted_log(tp)
+        header = parse_header(records, 0)
+        if header.size != len(records):
+            raise KafkaError(
+                f"produce to {tp} must carry exactly one record batch (v2), got more bytes "
+                f"({len(records)}) than its first batch ({header.size})",
+                ErrorCode.CORRUPT_MESSAGE,
+            )
+        pid = header.producer_id
+        if pid >= 0:
+            self.producers.check(
+                tp, pid, header.producer_epoch, header.base_sequence, header.record_count
+            )
+        result = partition_log.append(records)
+        # One replica: the high watermark is the log end offset once the append returns.
+        partition_log.high_watermark = partition_log.log_end_offset
+        if pid >= 0:
+            self.producers.record(
+                tp,
+                pid,
+                header.producer_epoch,
+                header.base_sequence,
+                header.record_count,
+                result.base_offset,
+                result.last_offset,
+            )
+        return int(result.base_offset), int(getattr(result, "log_start_offset", 0))
+
+    def appended(self) -> None:
+        """Wake fetches waiting for data (after a request appended to any partition)."""
+        self.appends.notify()
+
+    # --- dynamic configs -------------------------------------------------------------------
+
+    def apply_dynamic_broker_configs(self) -> None:
+        """Push the effective dynamic configs (own > cluster default > static) into storage."""
+        store = self.metadata.broker_configs
+        value = store.get(str(self.node_id), {}).get(THROTTLE_KEY) or store.get("", {}).get(
+            THROTTLE_KEY
+        )
+        if value is None:
+            value = self.static_configs.get(THROTTLE_KEY, str(UNLIMITED))
+        self.logs.set_alter_log_dirs_throttle(int(value))
+
+    # --- following the metadata ------------------------------------------------------------
+
+    async def follow_metadata(self, interval_s: float) -> None:
+        """Every ``interval_s``: pick up metadata other brokers wrote (:meth:`sync_metadata`),
+        then keep the metadata's replica directories in step with storage
+        (:meth:`report_directories`). Runs until cancelled; a failed round is logged."""
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await self.sync_metadata()
+                await self.report_directories()
+            except Exception:
+                log.exception("synchronising with the controller's metadata failed")
+
+    async def sync_metadata(self) -> None:
+        """Reload the metadata from etcd and act on what changed elsewhere: create local
+        replicas of partitions newly assigned here, delete those of deleted topics.
+
+        Until the multi-broker controller pushes changes (LeaderAndIsr/StopReplica), brokers
+        sharing a cluster prefix converge by polling. Replicas are created with
+        ``is_new=False``: while any directory is offline storage refuses, because the replica
+        might be on it.
+        """
+        before = set(self.metadata.topics)
+        await self.metadata.load()
+        if self.metadata.cluster_id != self.logs.cluster_id:
+            # The metadata was wiped or replaced: deleting replicas on its word would lose data.
+            log.error(
+                "cluster id in etcd is %s, this broker's is %s: ignoring the metadata",
+                self.metadata.cluster_id,
+                self.logs.cluster_id,
+            )
+            return
+        after = self.metadata.topics
+        for tp in [tp for tp in self.logs.logs() if tp.topic in before - set(after)]:
+            log.info("topic %s was deleted: deleting local replica %s", tp.topic, tp)
+            self.delete_local_replica(tp)
+        node = self.node_id
+        for topic in list(after.values()):
+            missing = any(
+                node in p.replicas
+                and self.logs.get_log(TopicPartition(topic.name, p.partition)) is None
+                and not self.logs.is_partition_offline(TopicPartition(topic.name, p.partition))
+                for p in topic.partitions.values()
+            )
+            if missing:
+                await self.create_local_logs(topic, is_new=False)
+
+    async def report_directories(self) -> None:
+        """Report each local replica's directory (AssignReplicasToDirs): a finished move
+        records its new directory; a replica in an offline directory becomes ``LOST``."""
+        placement: dict[TopicPartition, str] = {}
+        for d in self.logs.describe_dirs():
+            dir_id = to_kafka_str(d.directory_id) if d.directory_id else None
+            for p in d.partitions:
+                if not p.is_future and dir_id:
+                    placement[p.tp] = LOST_DIR if int(d.error) else dir_id
+            if int(d.error) and dir_id:
+                placement.update(dict.fromkeys(self._assigned_to(dir_id), LOST_DIR))
+        for tp, dir_id in placement.items():
+            await self.assigner.assign_replica_dir(tp, self.node_id, dir_id)
+
+    def _assigned_to(self, dir_id: str) -> list[TopicPartition]:
+        """The partitions whose replica on this broker the metadata places in ``dir_id``."""
+        out = []
+        for topic in self.metadata.topics.values():
+            for part in topic.partitions.values():
+                replicas = list(part.replicas)
+                if self.node_id in replicas and part.directories[replicas.index(self.node_id)] == (
+                    dir_id
+                ):
+                    out.append(TopicPartition(topic.name, part.partition))
+        return out

@@ -1,0 +1,157 @@
+"""What every API family shares: the broker's services, the handler type, authorisation,
+per-item error answers and config entries.
+
+A handler is ``async def handler(broker: ApiContext, ctx: RequestContext, req: Request)`` and
+returns the response body as a plain dict keyed by the schema's field names, or None when no
+response is sent (Produce with acks=0). Family modules import only this module (and the lower
+layers), never each other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from spindle.broker.common.clock import Clock
+from spindle.broker.common.errors import ErrorCode, KafkaError
+from spindle.broker.common.kafka_uuid import from_kafka_str
+from spindle.broker.controller.controller import Controller
+from spindle.broker.controller.model import TopicState
+from spindle.broker.protocol.apis import ApiKey, Request
+from spindle.broker.protocol.constants import ConfigSource
+from spindle.broker.replication.replica_manager import ReplicaManager
+from spindle.broker.storage import LogManager
+
+from ..authorizer import Authorizer, Operation, RequestContext, ResourceType
+from ..config import BrokerSettings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where clients reach a broker."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass
+class ProducerIds:
+    """This broker's block of producer ids, refilled from the controller when used up
+    (InitProducerId, :mod:`.producer_ids`)."""
+
+    next_id: int = 0
+    end: int = 0
+
+
+@dataclass
+class ApiContext:
+    """The broker's services, as the handlers see them. Event loop only; not thread-safe."""
+
+    settings: BrokerSettings
+    endpoint: Endpoint
+    logs: LogManager
+    controller: Controller
+    replicas: ReplicaManager
+    authorizer: Authorizer
+    clock: Clock
+    static_configs: Mapping[str, str]
+    producer_ids: ProducerIds = field(default_factory=ProducerIds)
+
+    @property
+    def node_id(self) -> int:
+        return self.settings.node_id
+
+    @property
+    def topics(self) -> dict[str, TopicState]:
+        return self.controller.store.topics
+
+    def brokers(self) -> list[Endpoint]:
+        """Registered brokers (this one as it listens now, the others as registered)."""
+        others = [
+            Endpoint(r.node_id, r.host, r.port, r.rack)
+            for r in self.controller.store.brokers.values()
+            if r.node_id != self.node_id
+        ]
+        return sorted([self.endpoint, *others], key=lambda e: e.node_id)
+
+    def allowed(self, ctx: RequestContext, op: Operation, rt: ResourceType, name: str) -> bool:
+        return self.authorizer.authorize(ctx, op, rt, name)
+
+    def authorize(
+        self, ctx: RequestContext, op: Operation, rt: ResourceType, name: str, what: str = ""
+    ) -> None:
+        """Raise the authorisation error of ``rt`` unless ``op`` on ``name`` is allowed."""
+        if not self.allowed(ctx, op, rt, name):
+            raise not_authorized(op, rt, what or name)
+
+
+Handler = Callable[[ApiContext, RequestContext, Request], Awaitable[dict[str, Any] | None]]
+Handlers = Mapping[ApiKey, Handler]
+
+_VERBS = {
+    Operation.DESCRIBE_CONFIGS: "describe the configs of",
+    Operation.ALTER_CONFIGS: "alter the configs of",
+    Operation.IDEMPOTENT_WRITE: "write idempotently to",
+}
+
+
+def authorization_failed(rt: ResourceType) -> ErrorCode:
+    """Kafka's code for a refused operation on a resource of type ``rt``."""
+    if rt is ResourceType.TOPIC:
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def not_authorized(op: Operation, rt: ResourceType, what: str) -> KafkaError:
+    verb = _VERBS.get(op, op.value.lower())
+    return KafkaError(f"not allowed to {verb} {what}", authorization_failed(rt))
+
+
+def error_of(exc: BaseException) -> tuple[int, str]:
+    """Kafka's code and a message for an error raised while serving one item."""
+    if isinstance(exc, KafkaError):
+        return int(exc.code), str(exc)
+    log.exception("unexpected error in a request handler")
+    return int(ErrorCode.UNKNOWN_SERVER_ERROR), f"{type(exc).__name__}: {exc}"
+
+
+@contextlib.contextmanager
+def errors_into(result: dict[str, Any], *, message: bool = True) -> Iterator[None]:
+    """Answer an error raised for one item of a request in that item's ``error_code`` (and
+    ``error_message``), so the other items of the request are still served."""
+    try:
+        yield
+    except Exception as exc:
+        code, msg = error_of(exc)
+        result["error_code"] = code
+        if message:
+            result["error_message"] = msg
+
+
+def topic_id(topic: TopicState | None) -> uuid.UUID:
+    """A topic's id as the schemas carry it (the zero UUID for an unknown topic)."""
+    return from_kafka_str(topic.topic_id) if topic else uuid.UUID(int=0)
+
+
+def config_entry(name: str, value: str, source: ConfigSource) -> dict[str, Any]:
+    """One config as DescribeConfigs (and, in part, CreateTopics) answers it. Static broker
+    configs are read-only; Spindle marks nothing sensitive and lists no synonyms."""
+    return {
+        "name": name,
+        "value": value,
+        "read_only": source is ConfigSource.STATIC_BROKER_CONFIG,
+        "config_source": int(source),
+        "is_default": False,
+        "is_sensitive": False,
+        "synonyms": [],
+        "config_type": 0,
+        "documentation": None,
+    }

@@ -1,0 +1,211 @@
+"""Data APIs: Produce, Fetch (long poll, zero-copy record sets) and ListOffsets.
+
+The log manager's calls are synchronous (page-cache writes and reads); they run on the event
+loop thread, which keeps the per-connection request order trivially and avoids a thread hop
+per request. Moves and other long disk work run on the storage engine's own threads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spindle.broker.common.errors import ErrorCode, KafkaError
+from spindle.broker.common.ids import TopicPartition
+from spindle.broker.protocol.apis import ApiKey, Request
+from spindle.broker.protocol.constants import OffsetSpec
+from spindle.broker.replication.producer_state import DuplicateBatch
+
+from ..authorizer import Operation, RequestContext, ResourceType
+from ..zerocopy import FileRegion, close_regions
+from .base import ApiContext, Handlers, error_of, errors_into, not_authorized
+
+SENDFILE_MIN_BYTES = 65536
+"""Record sets at least this large are sent from the segment file (see ``zerocopy``); smaller
+ones are copied, which is cheaper than a descriptor and a ``sendfile`` call."""
+DEFAULT_FETCH_MAX_BYTES = 52428800
+"""``fetch.max.bytes`` when a request sets no positive limit (Kafka's default, 50 MiB)."""
+
+
+def _produce_partition(
+    broker: ApiContext, tp: TopicPartition, pd: Any, acks: int, allowed: bool
+) -> tuple[dict[str, Any], bool]:
+    """Append one partition's batch: its response and whether anything was appended."""
+    base, start, code, msg = -1, -1, 0, None
+    appended = False
+    try:
+        if not allowed:
+            raise not_authorized(Operation.WRITE, ResourceType.TOPIC, str(tp))
+        if acks not in (-1, 0, 1):
+            raise KafkaError(f"acks={acks} is not -1, 0 or 1", ErrorCode.INVALID_REQUIRED_ACKS)
+        base, start = broker.replicas.append(tp, pd.records)
+        appended = True
+    except DuplicateBatch as dup:
+        base = dup.meta.base_offset
+    except Exception as exc:
+        code, msg = error_of(exc)
+    response = {
+        "index": pd.index,
+        "error_code": code,
+        "base_offset": base,
+        "log_append_time_ms": -1,
+        "log_start_offset": start,
+        "record_errors": [],
+        "error_message": msg,
+    }
+    return response, appended
+
+
+async def produce(broker: ApiContext, ctx: RequestContext, req: Request) -> dict[str, Any] | None:
+    body = req.body
+    acks = body.acks
+    responses = []
+    appended = False
+    for td in body.topic_data:
+        parts = []
+        allowed = broker.allowed(ctx, Operation.WRITE, ResourceType.TOPIC, td.name)
+        for pd in td.partition_data:
+            tp = TopicPartition(td.name, pd.index)
+            part, did_append = _produce_partition(broker, tp, pd, acks, allowed)
+            appended = appended or did_append
+            parts.append(part)
+        responses.append({"name": td.name, "partition_responses": parts})
+    if appended:
+        broker.replicas.appended()
+    if acks == 0:
+        return None
+    return {"responses": responses, "throttle_time_ms": 0}
+
+
+async def fetch(broker: ApiContext, ctx: RequestContext, req: Request) -> dict[str, Any]:
+    body = req.body
+    deadline = broker.clock.monotonic() + body.max_wait_ms / 1000.0
+    min_bytes = max(body.min_bytes, 0)
+    while True:
+        responses, total, any_error = _read_fetch(broker, ctx, body)
+        remaining = deadline - broker.clock.monotonic()
+        if total >= min_bytes or any_error or remaining <= 0 or min_bytes == 0:
+            break
+        _close_fetch_regions(responses)
+        await broker.replicas.appends.wait(remaining)
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "session_id": 0,
+        "responses": responses,
+    }
+
+
+def _fetch_partition(
+    broker: ApiContext, tp: TopicPartition, p: Any, budget: int, allowed: bool
+) -> tuple[dict[str, Any], int]:
+    """Read one partition of a fetch: its response and the bytes it carries. Errors are
+    answered in ``error_code`` (and end a long poll)."""
+    out: dict[str, Any] = {
+        "partition_index": p.partition,
+        "error_code": 0,
+        "high_watermark": -1,
+        "last_stable_offset": -1,
+        "log_start_offset": -1,
+        "aborted_transactions": None,
+        "preferred_read_replica": -1,
+        "records": b"",
+    }
+    size = 0
+    with errors_into(out, message=False):
+        if not allowed:
+            raise not_authorized(Operation.READ, ResourceType.TOPIC, str(tp))
+        partition_log = broker.replicas.hosted_log(tp)
+        hw = partition_log.high_watermark
+        # KIP-74: storage returns at least one whole batch for a positive limit, so the first
+        # non-empty partition answers even if its batch exceeds the limits.
+        limit = max(min(p.partition_max_bytes, budget), 0)
+        got = partition_log.read(
+            p.fetch_offset, limit, max_offset=hw, file_range_min_bytes=SENDFILE_MIN_BYTES
+        )
+        out.update(
+            high_watermark=got.high_watermark,
+            last_stable_offset=got.high_watermark,
+            log_start_offset=got.log_start_offset,
+            records=got.records if got.file is None else FileRegion(got.file),
+        )
+        size = got.size
+    return out, size
+
+
+def _read_fetch(
+    broker: ApiContext, ctx: RequestContext, body: Any
+) -> tuple[list[dict[str, Any]], int, bool]:
+    has_limit = body.max_bytes is not None and body.max_bytes > 0
+    budget = body.max_bytes if has_limit else DEFAULT_FETCH_MAX_BYTES
+    responses = []
+    total = 0
+    any_error = False
+    for t in body.topics:
+        allowed = broker.allowed(ctx, Operation.READ, ResourceType.TOPIC, t.topic)
+        parts = []
+        for p in t.partitions:
+            out, size = _fetch_partition(
+                broker, TopicPartition(t.topic, p.partition), p, budget, allowed
+            )
+            total += size
+            budget -= size
+            any_error = any_error or out["error_code"] != 0
+            parts.append(out)
+        responses.append({"topic": t.topic, "partitions": parts})
+    return responses, total, any_error
+
+
+def _close_fetch_regions(responses: list[dict[str, Any]]) -> None:
+    """Release the file ranges of a fetch answer that will not be sent (long poll retries)."""
+    for t in responses:
+        close_regions(p["records"] for p in t["partitions"])
+
+
+def _list_offset(broker: ApiContext, tp: TopicPartition, p: Any, out: dict[str, Any]) -> None:
+    """Fill ``out`` with the offset ListOffsets answers for ``p``'s timestamp."""
+    partition_log = broker.replicas.hosted_log(tp)
+    leader_epoch = broker.topics[tp.topic].partitions[tp.partition].leader_epoch
+    if p.timestamp == OffsetSpec.EARLIEST_TIMESTAMP:
+        offset = partition_log.log_start_offset
+    elif p.timestamp == OffsetSpec.LATEST_TIMESTAMP:
+        offset = partition_log.high_watermark
+    elif p.timestamp == OffsetSpec.MAX_TIMESTAMP:
+        raise KafkaError(
+            "ListOffsets MAX_TIMESTAMP (-3) is not served", ErrorCode.UNSUPPORTED_VERSION
+        )
+    else:
+        found = partition_log.offset_for_timestamp(p.timestamp)
+        offset = -1 if found is None else found
+        if found is not None:
+            out["timestamp"] = p.timestamp
+    out.update(offset=offset, leader_epoch=leader_epoch)
+
+
+async def list_offsets(broker: ApiContext, ctx: RequestContext, req: Request) -> dict[str, Any]:
+    topics = []
+    for t in req.body.topics:
+        allowed = broker.allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, t.name)
+        parts = []
+        for p in t.partitions:
+            tp = TopicPartition(t.name, p.partition_index)
+            out = {
+                "partition_index": p.partition_index,
+                "error_code": 0,
+                "timestamp": -1,
+                "offset": -1,
+                "leader_epoch": -1,
+            }
+            with errors_into(out, message=False):
+                if not allowed:
+                    raise not_authorized(Operation.DESCRIBE, ResourceType.TOPIC, str(tp))
+                _list_offset(broker, tp, p, out)
+            parts.append(out)
+        topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+HANDLERS: Handlers = {
+    ApiKey.PRODUCE: produce,
+    ApiKey.FETCH: fetch,
+    ApiKey.LIST_OFFSETS: list_offsets,
+}

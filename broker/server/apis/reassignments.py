@@ -1,0 +1,78 @@
+"""Partition reassignment APIs (KIP-455): AlterPartitionReassignments and
+ListPartitionReassignments. The controller validates and records the target replicas; on one
+broker a log-dir-only plan completes at once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spindle.broker.common.ids import TopicPartition
+from spindle.broker.protocol.apis import ApiKey, Request
+
+from ..authorizer import CLUSTER_NAME, Operation, RequestContext, ResourceType
+from .base import ApiContext, Handlers, authorization_failed, error_of
+
+
+async def _alter_partition(broker: ApiContext, name: str, p: Any) -> dict[str, Any]:
+    code, msg = 0, None
+    try:
+        target = list(p.replicas) if p.replicas is not None else None
+        await broker.controller.alter_reassignment(TopicPartition(name, p.partition_index), target)
+    except Exception as exc:
+        code, msg = error_of(exc)
+    return {"partition_index": p.partition_index, "error_code": code, "error_message": msg}
+
+
+async def alter_partition_reassignments(
+    broker: ApiContext, ctx: RequestContext, req: Request
+) -> dict[str, Any]:
+    if not broker.allowed(ctx, Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        return {
+            "throttle_time_ms": 0,
+            "error_code": int(authorization_failed(ResourceType.CLUSTER)),
+            "error_message": "not allowed",
+            "responses": [],
+        }
+    responses = []
+    for t in req.body.topics:
+        parts = [await _alter_partition(broker, t.name, p) for p in t.partitions]
+        responses.append({"name": t.name, "partitions": parts})
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "responses": responses,
+    }
+
+
+async def list_partition_reassignments(
+    broker: ApiContext, ctx: RequestContext, req: Request
+) -> dict[str, Any]:
+    topics = []
+    wanted = (
+        {t.name: set(t.partition_indexes) for t in req.body.topics}
+        if req.body.topics is not None
+        else None
+    )
+    for name, topic in sorted(broker.topics.items()):
+        if wanted is not None and name not in wanted:
+            continue
+        parts = [
+            {
+                "partition_index": p.partition,
+                "replicas": list(p.replicas),
+                "adding_replicas": list(p.adding),
+                "removing_replicas": list(p.removing),
+            }
+            for p in topic.partitions.values()
+            if (p.adding or p.removing) and (wanted is None or p.partition in wanted[name])
+        ]
+        if parts:
+            topics.append({"name": name, "partitions": parts})
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "topics": topics}
+
+
+HANDLERS: Handlers = {
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: list_partition_reassignments,
+}
