@@ -3,9 +3,11 @@
 Modules: ``etcd`` (the JSON-gateway client: kv, txn, leases), ``watch`` (following a key range
 from a revision), ``model`` (pure metadata records), ``store`` (the cached view of the metadata,
 kept current by a watch, with conditional writes), ``election`` (one active controller per
-cluster, fenced by its term), ``session`` (a broker's registration and heartbeat), and
-``controller`` (the operations the request handlers call; ``SingleBrokerController`` serves a
-one-broker cluster).
+cluster, fenced by its term), ``session`` (a broker's registration and heartbeat), the pure
+decision modules ``placement`` (striped rack-aware placement, directories, KIP-1066 cordons) and
+``partition_change`` (leader election, ISR on broker/directory loss, KIP-455 reassignment),
+and ``controller`` (the operations the request handlers call; ``SingleBrokerController``
+serves a one-broker cluster).
 
 Why etcd watches replace the seeds' controller-to-broker RPCs
 -------------------------------------------------------------
