@@ -32,8 +32,9 @@ from dataclasses import replace
 from enum import Enum
 
 from spindle.broker.common.errors import ErrorCode, KafkaError
+from spindle.broker.common.kafka_uuid import LOST_DIR, UNASSIGNED_DIR
 
-from .model import LOST_DIR, UNASSIGNED_DIR, PartitionState, TopicState
+from .model import PartitionState, TopicState
 
 NO_LEADER = -1
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 from spindle.broker.common.errors import ErrorCode, KafkaError
-from spindle.broker.controller.model import LOST_DIR, UNASSIGNED_DIR, PartitionState, TopicState
+from spindle.broker.common.kafka_uuid import LOST_DIR, UNASSIGNED_DIR
+from spindle.broker.controller.model import PartitionState, TopicState
 from spindle.broker.controller.partition_change import (
     NO_LEADER,
     acceptable_for,
