@@ -176,7 +176,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="spindle-bench-") as tmp:
             workdir = Path(tmp)
             t1 = time.perf_counter()
-            # Two new brokers: the count phases need a proposer round (over core.ROUND_MIN
+            # Two new brokers: the count phases need a proposer round (over count_phases.ROUND_MIN
             # moves), so Spark's Python workers start here, with the JVM's warm-up, not inside
             # the first measured plan.
             warm = generate(Shape(brokers=12, disks=3, replicas=16000, racks=4, new_brokers=2))

@@ -8,7 +8,11 @@ One plan flows through these modules (``pipeline.make_plan`` runs them in order)
   ``prepare``       per-replica aggregates and candidate order (numpy) -- ``spark_job`` does
                     the same with Spark DataFrames for the real job
   ``bands``         the balance band ``[(2 - f) * mean, f * mean]`` every soft goal uses
-  ``core``          the sequential greedy over the replicas it moves
+  ``core``          the sequential greedy over the replicas it moves: its phases in order
+  ``state``         ``PlannerState``: loads, counts, targets, ``apply`` and the move budget
+  ``placement``     the destination search and source picking every phase shares
+  ``byte_phases``   evacuation, rack fixes, capacity relief, broker and disk byte balance
+  ``count_phases``  replica and leader counts (proposer rounds, then one move at a time)
   ``propose``       the count phases' candidates in rounds ("the proposer proposes, the driver
                     disposes") -- ``propose_spark`` runs the same array code as Spark jobs
   ``exchange``      count moves that trade replicas between two brokers so bytes stay in band

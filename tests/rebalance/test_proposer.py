@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from spindle.rebalance import core, propose
+from spindle.rebalance import count_phases, propose
 from spindle.rebalance.generator import Shape, generate
 from spindle.rebalance.model import Cluster, Goals
 from spindle.rebalance.pipeline import make_plan
@@ -22,8 +22,8 @@ from spindle.rebalance.scope import Request, build_scope
 @pytest.fixture(autouse=True)
 def small_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
     """Proposer rounds for these small clusters too (by default only count phases of
-    ``core.ROUND_MIN`` moves or more get rounds: a cost setting, not a rule)."""
-    monkeypatch.setattr(core, "ROUND_MIN", 256)
+    ``count_phases.ROUND_MIN`` moves or more get rounds: a cost setting, not a rule)."""
+    monkeypatch.setattr(count_phases, "ROUND_MIN", 256)
 
 
 def _grown_cluster(*, faulty: int = 1) -> Cluster:
@@ -145,7 +145,7 @@ def test_new_brokers_reach_the_count_bands_through_proposer_rounds() -> None:
     result = make_plan(cluster, Request(mode="full"), goals=Goals(), detail=False)
     prof = result.core_profile
     assert prof["proposeRounds"] >= 1
-    assert prof["proposalsApplied"] >= core.ROUND_MIN
+    assert prof["proposalsApplied"] >= count_phases.ROUND_MIN
     after = result.summary["after"]
     assert after["replicas"]["met"]
     assert after["leaders"]["met"]

@@ -1,0 +1,275 @@
+"""The greedy's byte phases: empty the directories that must be emptied, fix crowded racks,
+relieve directories above the capacity threshold, then bring brokers and then directories
+into their byte bands (see ``core`` for why in this order and why best fit).
+
+Each phase is a function over the planner (``placement.Placer``): it decides which broker or
+directory gives and how much; the destination search and source picking are shared.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from spindle.rebalance.bands import band_floor
+from spindle.rebalance.placement import Placer
+
+
+def evacuate(pl: Placer) -> None:
+    """Every replica on a directory that must be emptied gets a new home, largest first
+    (first-fit decreasing packs best). Inside the broker when allowed and the broker is not
+    over its band; else on another broker."""
+    reps = np.flatnonzero(pl.s.evacuate[pl.cur_d])
+    reps = reps[np.lexsort((reps, -pl.size[reps]))]
+    balance = pl.s.balance_brokers
+    for r in reps.tolist():
+        d0 = int(pl.cur_d[r])
+        b0 = int(pl.cur_b[r])
+        target = -1
+        if not pl.s.must_leave_broker[d0] and pl.s.intra_ok[b0]:
+            fits = not balance or pl.b_load[b0] + pl.size_f[r] <= pl.b_hi[b0]
+            if fits:
+                target = pl.dest_intra(r, strict=True)
+                if target < 0:
+                    target = pl.dest_intra(r, strict=False)
+        if target < 0 and pl.s.cross_ok:
+            target = pl.dest_cross(r, strict=False)
+        if target < 0 and not pl.s.must_leave_broker[d0] and pl.s.intra_ok[b0]:
+            target = pl.dest_intra(r, strict=False)
+        if target < 0 and pl.s.mode == "full":
+            target = pl.make_room_for(r)
+        if target < 0:
+            pl.hard_failures.append(
+                f"{pl._name(r)} on broker {pl.c.broker_ids[b0]} dir "
+                f"{pl.c.dir_path[d0]} must move (dir {pl._state(d0)}) but no directory "
+                f"can take it: {pl._why_nowhere(r)}"
+            )
+            continue
+        if not pl.budget_allows(r):
+            pl.unmet.append({"goal": "evacuate", "why": "stopped by --max-moves/--max-bytes"})
+            return
+        pl.apply(r, target)
+
+
+def fix_racks(pl: Placer) -> None:
+    """Partitions with two replicas on one rack (when racks allow) move the smallest
+    non-leader replica of the crowded rack to a rack that has room."""
+    for p in pl.p.rack_violations.tolist():
+        lo, hi = int(pl.c.part_start[p]), int(pl.c.part_start[p + 1])
+        while True:
+            racks = pl.c.broker_rack[pl.cur_b[lo:hi]]
+            uniq, counts = np.unique(racks, return_counts=True)
+            crowded = uniq[counts > pl.rack_limit[p]]
+            if len(crowded) == 0:
+                break
+            on = [r for r in range(lo, hi) if racks[r - lo] == crowded[0] and not pl.moved[r]]
+            on.sort(key=lambda r: (bool(pl.lead[r]), r))
+            done = False
+            for r in on:
+                target = pl.dest_cross(r, strict=False)
+                if target >= 0 and pl.budget_allows(r):
+                    pl.apply(r, target)
+                    done = True
+                    break
+            if not done:
+                if not pl.capped:
+                    pl.hard_failures.append(
+                        f"{pl._name(lo)}: replicas share rack "
+                        f"{pl.c.racks[int(crowded[0])]!r} and no broker on another rack "
+                        "can take one"
+                    )
+                break
+
+
+def balance_broker_bytes(pl: Placer) -> None:
+    """Brokers above their band give to brokers below it (or with room), then brokers below
+    the band take from the fullest brokers."""
+    stuck: set[int] = set()
+    while not pl.capped:
+        excess = np.where(pl.host_b, pl.b_load - pl.b_hi, 0.0)
+        excess[list(stuck)] = 0.0
+        b = int(np.argmax(excess / np.maximum(pl.b_cap, 1.0)))
+        if excess[b] <= 0:
+            break
+        floor_room = float(pl.b_load[b] - pl.b_lo[b])
+        if pl._shed_broker(b, float(excess[b]), floor_room, only_broker=-1) < 0:
+            stuck.add(b)
+    stuck.clear()
+    while not pl.capped:
+        deficit = np.where(pl.host_b & pl.recv_broker(), pl.b_lo - pl.b_load, 0.0)
+        deficit[list(stuck)] = 0.0
+        b = int(np.argmax(deficit / np.maximum(pl.b_cap, 1.0)))
+        if deficit[b] <= 0:
+            break
+        moved = -1
+        with np.errstate(invalid="ignore", divide="ignore"):
+            util = np.where(pl.host_b, pl.b_load / pl.b_cap, -np.inf)
+        for donor in np.argsort(-util, kind="stable").tolist():
+            slack = float(pl.b_load[donor] - pl.b_lo[donor])
+            if donor == b or slack <= 0 or not pl.host_b[donor]:
+                continue
+            need = min(float(deficit[b]), slack)
+            room = min(float(pl.b_hi[b] - pl.b_load[b]), slack)
+            moved = pl._shed_broker(donor, need, room, only_broker=b)
+            if moved >= 0:
+                break
+        if moved < 0:
+            stuck.add(b)
+
+
+def balance_disks(pl: Placer) -> None:
+    """Inside each broker: directories above their band (or the capacity threshold) give to
+    the emptiest directories; directories below their band take from the fullest."""
+    db = pl.g.disk_balance
+    for b in range(pl.c.n_brokers):
+        if not pl.s.intra_ok[b] or pl.a_cap[b] <= 0:
+            _relieve_across(pl, b)
+            _shed_blocked(pl, b)
+            continue
+        dirs = [int(d) for d in pl.dirs_of[b] if pl.hosting[d]]
+        stuck: set[int] = set()
+        while not pl.capped:
+            u = pl.a_load[b] / pl.a_cap[b]
+            hi = {d: pl._hi_one(d, u) for d in dirs}
+            excess = {d: pl.dir_load[d] - hi[d] for d in dirs if d not in stuck}
+            d = max(excess, key=lambda k: (excess[k] / pl.total[k], -k), default=-1)
+            if d < 0 or excess[d] <= 0:
+                break
+            lo = band_floor(db, u) * pl.total[d] if pl.active[d] else 0.0
+            r = pl.shed(
+                d,
+                float(excess[d]),
+                lambda r: pl.dest_intra(r, strict=True),
+                floor_room=float(pl.dir_load[d] - lo),
+            )
+            if r < 0 and pl.dir_load[d] > pl.hard[d] and pl.s.cross_ok:
+                r = pl.shed(
+                    d,
+                    float(pl.dir_load[d] - pl.hard[d]),
+                    lambda r: pl.dest_cross(r, strict=False),
+                    floor_room=float(pl.dir_load[d]),
+                )
+            if r < 0:
+                stuck.add(d)
+        stuck.clear()
+        while not pl.capped:
+            u = pl.a_load[b] / pl.a_cap[b]
+            deficit = {
+                d: band_floor(db, u) * pl.total[d] - pl.dir_load[d]
+                for d in dirs
+                if pl.recv[d] and d not in stuck
+            }
+            d = max(deficit, key=lambda k: (deficit[k] / pl.total[k], -k), default=-1)
+            if d < 0 or deficit[d] <= 0:
+                break
+            moved = -1
+            for donor in pl._fullest_dirs(b, {d}):
+                lo_donor = band_floor(db, u) * pl.total[donor] if pl.active[donor] else 0.0
+                slack = float(pl.dir_load[donor] - lo_donor)
+                if slack <= 0:
+                    continue
+                room = min(slack, float(pl._hi_one(d, u) - pl.dir_load[d]))
+                moved = pl.shed(
+                    donor,
+                    min(float(deficit[d]), slack),
+                    pl._into(d),
+                    floor_room=room,
+                )
+                if moved >= 0:
+                    break
+            if moved < 0:
+                stuck.add(d)
+
+
+def relieve_capacity(pl: Placer) -> None:
+    """Directories above the capacity threshold shed first, fullest first, before any
+    balancing fills the free space they need (a large replica may fit in few places)."""
+    over = np.flatnonzero(pl.hosting & (pl.dir_load > pl.hard))
+    over = over[np.argsort(-(pl.dir_load[over] / pl.total[over]), kind="stable")]
+    for d in over.tolist():
+        b = int(pl.dir_b[d])
+        while pl.dir_load[d] > pl.hard[d] and not pl.capped:
+            need = float(pl.dir_load[d] - pl.hard[d])
+            r = -1
+            if pl.s.cross_ok and pl.s.balance_brokers and pl.b_load[b] > pl.b_hi[b]:
+                # The broker must give bytes away anyway: one move serves both goals.
+                r = pl.shed(
+                    d,
+                    need,
+                    lambda r: pl.dest_cross(r, strict=True),
+                    floor_room=float(pl.b_load[b] - pl.b_lo[b]),
+                )
+            if r < 0 and pl.s.intra_ok[b]:
+                r = pl.shed(d, need, lambda r: pl.dest_intra(r, strict=True), floor_room=need * 4)
+                if r < 0:
+                    r = pl.shed(
+                        d,
+                        need,
+                        lambda r: pl.dest_intra(r, strict=False),
+                        floor_room=float(pl.dir_load[d]),
+                    )
+            if r < 0 and pl.s.cross_ok:
+                r = pl.shed(
+                    d,
+                    need,
+                    lambda r: pl.dest_cross(r, strict=False),
+                    floor_room=float(pl.dir_load[d]),
+                )
+            if r < 0 and pl.s.mode == "full":
+                r = pl.shed(d, need, pl.make_room_for, floor_room=float(pl.dir_load[d]))
+            if r < 0 and pl.s.mode == "full":
+                r = pl._swap_off(d)
+            if r < 0:
+                break
+
+
+def _relieve_across(pl: Placer, b: int) -> None:
+    """A broker that cannot move replicas between its own disks (an Offline dir makes
+    Kafka refuse AlterReplicaLogDirs) relieves a directory above the capacity threshold by
+    sending replicas to other brokers."""
+    if not pl.s.cross_ok:
+        return
+    for d in pl.dirs_of[b].tolist():
+        while pl.hosting[d] and pl.dir_load[d] > pl.hard[d] and not pl.capped:
+            r = pl.shed(
+                d,
+                float(pl.dir_load[d] - pl.hard[d]),
+                lambda r: pl.dest_cross(r, strict=False),
+                floor_room=float(pl.dir_load[d]),
+            )
+            if r < 0:
+                break
+
+
+def _shed_blocked(pl: Placer, b: int) -> None:
+    """A broker that can only lose bytes (see ``_relieve_across``) brings its Active dirs
+    above the disk band down by sending replicas to other brokers. Its Active mean falls as
+    it sheds, so the band is recomputed after each move; it converges to the fixed point
+    ``achievable.blocked_disk_mean`` describes. The broker does not go below its own byte
+    band for it (when it starts inside it): that would trade one goal for another."""
+    if not pl.s.cross_ok or pl.a_cap[b] <= 0:
+        return
+    db = pl.g.disk_balance
+    floor = float(pl.b_lo[b]) if pl.b_load[b] >= pl.b_lo[b] else 0.0
+    dirs = [int(d) for d in pl.dirs_of[b] if pl.active[d]]
+    stuck: set[int] = set()
+    while not pl.capped:
+        u = pl.a_load[b] / pl.a_cap[b]
+        excess = {d: pl.dir_load[d] - db * u * pl.total[d] for d in dirs if d not in stuck}
+        d = max(excess, key=lambda k: (excess[k] / pl.total[k], -k), default=-1)
+        if d < 0 or excess[d] <= 0:
+            break
+        room = float(pl.b_load[b] - floor)
+        r = -1
+        for strict in (True, False):
+            if room <= 0:
+                break
+            r = pl.shed(
+                d,
+                min(float(excess[d]), room),
+                pl._cross_dest(strict=strict),
+                floor_room=room,
+                soft=True,
+            )
+            if r >= 0:
+                break
+        if r < 0:
+            stuck.add(d)

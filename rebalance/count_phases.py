@@ -1,0 +1,420 @@
+"""The greedy's count phases: replica and leader counts into their bands with the smallest
+replicas, mostly in proposer rounds ("the proposer proposes, the driver disposes", see
+``propose``), then one move at a time for what the rounds leave; and the opt-in zero-byte
+leader reordering.
+
+Each phase is a function over the planner (``placement.Placer``); the rounds' constants live
+here so a test may lower ``ROUND_MIN`` to exercise rounds on a small cluster.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from spindle.rebalance.bands import band_floor
+from spindle.rebalance.placement import TRIES, Placer
+from spindle.rebalance.propose import UTIL_WEIGHT, CountRound, Proposals
+
+#: Proposer rounds per count phase at most (each round re-proposes from the live state).
+MAX_ROUNDS = 8
+#: Fewest count moves worth a proposer round; below, the stepwise search does them. A round
+#: has a fixed cost (one Spark job, about half a second in local mode), the stepwise search
+#: about 0.1 ms a move: this leans to Spark, which scales out, while sparing it the residues.
+ROUND_MIN = 1024
+#: Takers a proposal batch keeps per replica (the driver tries them best first).
+PER_REPLICA = 8
+
+
+def balance_counts(pl: Placer, *, leaders: bool) -> None:
+    """Brokers above the replica (or leader) count band hand their smallest replicas to the
+    brokers with the fewest, staying inside the byte bands; brokers below take likewise.
+
+    The bulk runs in proposer rounds (``count_rounds``); what they leave (givers or takers
+    that only a reshaping move can unblock) goes through the one-move-at-a-time search."""
+    count_rounds(pl, leaders=leaders)
+    _balance_counts_stepwise(pl, leaders=leaders)
+
+
+def count_rounds(pl: Placer, *, leaders: bool) -> None:
+    """Count moves in rounds: the proposer (Spark or numpy, see ``propose``) returns a batch
+    of (replica, taker) candidates from the live state, the driver applies those that still
+    pass its scalar checks (``_dispose``), and the next round proposes from the new state.
+    A phase ends when it is in band, when what is left or what a round applied is below
+    ``ROUND_MIN`` moves (a round has a fixed cost, a Spark job; the stepwise search that
+    follows finishes small remainders for less), or after ``MAX_ROUNDS``."""
+    for phase in ("excess", "deficit"):
+        for _ in range(MAX_ROUNDS):
+            if pl.capped:
+                return
+            rnd = _count_round(pl, leaders=leaders, phase=phase)
+            if rnd is None:
+                break
+            t0 = time.perf_counter()
+            batch = pl.proposer.propose(rnd)
+            pl._prop_s += time.perf_counter() - t0
+            pl._prop_rounds += 1
+            pl._prop_n += len(batch)
+            applied = _dispose(pl, batch, leaders=leaders, phase=phase)
+            pl._prop_applied += applied
+            if applied < ROUND_MIN:
+                break
+
+
+def _count_round(pl: Placer, *, leaders: bool, phase: str) -> CountRound | None:
+    """The live state a round proposes from, or None when the phase has nothing to do.
+
+    Excess: every broker above the band gives, up to twice its excess plus a margin of
+    candidates; every broker that may take one more is a taker. Deficit: the brokers below
+    the band take; the givers are the brokers with the most, down to the level at which
+    they cover the total deficit (water-filling: the fullest give first, as the
+    one-at-a-time search does), each proposing half as many again as it should give."""
+    count = pl.b_leaders if leaders else pl.b_reps
+    hi_c, lo_c = (pl.l_hi, pl.l_lo) if leaders else (pl.c_hi, pl.c_lo)
+    host = pl.host_b
+    may_take = host & pl.recv_broker() & (pl.b_reps + 1 <= pl.c_hi)
+    may_give = host & (pl.b_load - pl.b_lo > 0)
+    if leaders:
+        may_give &= pl.b_reps - 1 >= pl.c_lo
+    if phase == "excess":
+        over = host & (count > hi_c)
+        if int((count - hi_c)[over].sum()) < ROUND_MIN:
+            return None
+        givers = np.flatnonzero(over & may_give)
+        quota = 2 * (count[givers] - hi_c) + 16
+        takers = np.flatnonzero(may_take & ~over & (count + 1 <= hi_c))
+    else:
+        under = may_take & (count < lo_c)
+        under &= pl.b_hi - pl.b_load >= 1e-3 * pl.b_cap  # byte-full: reshape first
+        if not under.any():
+            return None
+        takers = np.flatnonzero(under)
+        need = int((lo_c - count[takers]).sum())
+        if need < ROUND_MIN:
+            return None
+        givers = np.flatnonzero(may_give & ~under & (count - 1 >= lo_c))
+        have = count[givers]
+        level = lo_c
+        for lv in np.unique(have)[::-1].tolist():
+            if int(np.maximum(have - lv, 0).sum()) >= need:
+                level = max(int(lv), lo_c)
+                break
+        keep = have > level
+        givers, have = givers[keep], have[keep]
+        quota = np.minimum(have - lo_c, (3 * (have - level) + 1) // 2 + 4)
+    if not len(givers) or not len(takers):
+        return None
+    db = pl.g.disk_balance
+    # Each giver's candidates come from its smallest replicas: twice its quota, plus those
+    # of its replicas already moved (they may sit among the smallest), plus a margin.
+    gone = np.bincount(pl.c.rep_broker[pl.moved], minlength=pl.c.n_brokers)
+    window = 2 * quota + gone[givers] + 64
+    return CountRound(
+        leaders=leaders,
+        rack_aware=pl.g.rack_aware,
+        moved=np.flatnonzero(pl.moved).astype(np.int64),
+        moved_broker=pl.cur_b[pl.moved].astype(np.int64),
+        givers=givers.astype(np.int64),
+        quota=quota.astype(np.int64),
+        floor_room=(pl.b_load - pl.b_lo)[givers].astype(np.float64),
+        window=window.astype(np.int64),
+        takers=takers.astype(np.int64),
+        count=count.astype(np.int64),
+        b_load=pl.b_load.astype(np.float64),
+        b_hi=pl.b_hi.astype(np.float64),
+        b_cap=pl._b_cap_safe.astype(np.float64),
+        lead_room=pl.b_leaders + 1 <= pl.l_hi,
+        max_room=pl._max_room(),
+        a_load=pl.a_load.astype(np.float64),
+        lo_factor=band_floor(db, 1.0) / np.maximum(pl.a_cap, 1.0),
+        dir_load=pl.dir_load.astype(np.float64),
+        dir_total=pl.total,
+        dir_active=pl.active,
+        dir_hosting=pl.hosting,
+        denom=max(hi_c, 1),
+        per_replica=PER_REPLICA,
+    )
+
+
+def _dispose(pl: Placer, batch: Proposals, *, leaders: bool, phase: str) -> int:
+    """Walk a batch in order; per replica, re-check the scalars that earlier moves may have
+    changed (the giver still out of band and above its byte and directory floors, the
+    taker still short and inside its bands, the partition rules) and try its proposed
+    takers best first by the live score, placing it on the taker's best directory exactly
+    as ``_dest_count_move`` would. Returns how many moves were applied.
+
+    The figures read per proposal are mirrored in Python lists (a numpy scalar read costs
+    several times a list read) and refreshed for the two brokers and two directories each
+    applied move touches."""
+    count = pl.b_leaders if leaders else pl.b_reps
+    hi_c, lo_c = (pl.l_hi, pl.l_lo) if leaders else (pl.c_hi, pl.c_lo)
+    denom = max(hi_c, 1)
+    excess = phase == "excess"
+    lo_k = band_floor(pl.g.disk_balance, 1.0)
+    db = pl.g.disk_balance
+    c_hi, l_hi, c_lo = pl.c_hi, pl.l_hi, pl.c_lo
+    by_brokers = pl.s.balance_brokers
+    cnt, reps, leads = count.tolist(), pl.b_reps.tolist(), pl.b_leaders.tolist()
+    load, a_load, dl = pl.b_load.tolist(), pl.a_load.tolist(), pl.dir_load.tolist()
+    b_hi, b_lo = pl.b_hi.tolist(), pl.b_lo.tolist()
+    cap, a_cap, a_cap_safe = (
+        pl._b_cap_safe.tolist(),
+        pl.a_cap.tolist(),
+        pl._a_cap_safe.tolist(),
+    )
+    lo_util, hard, total = pl._lo_util.tolist(), pl.hard.tolist(), pl.total.tolist()
+    active, recv = pl.active.tolist(), pl.recv.tolist()
+    if pl._dirs_of_l is None:
+        pl._dirs_of_l = [d.tolist() for d in pl.dirs_of]
+    dirs_of = pl._dirs_of_l
+    if not len(batch):
+        return 0
+    rid = batch.rid.tolist()
+    tak = batch.taker.tolist()
+    cuts = [0, *(np.flatnonzero(batch.rid[1:] != batch.rid[:-1]) + 1).tolist(), len(rid)]
+    applied = 0
+    for k in range(len(cuts) - 1):
+        r = rid[cuts[k]]
+        if pl.moved[r]:
+            continue
+        g = int(pl.cur_b[r])
+        if (cnt[g] <= hi_c) if excess else (cnt[g] - 1 < lo_c):
+            continue
+        if leaders and reps[g] - 1 < c_lo:
+            continue
+        s = float(pl.size_f[r])
+        if s > load[g] - b_lo[g]:
+            continue
+        d0 = int(pl.cur_d[r])
+        if active[d0] and dl[d0] - s < lo_k / max(a_cap[g], 1.0) * (a_load[g] - s) * total[d0]:
+            continue
+        is_lead = bool(pl.lead[r])
+        takers = tak[cuts[k] : cuts[k + 1]]
+        if len(takers) > 1:
+            takers.sort(key=lambda t: (cnt[t] / denom + UTIL_WEIGHT * ((load[t] + s) / cap[t]), t))
+        for t in takers:
+            if not excess and cnt[t] >= lo_c:
+                continue
+            t0 = time.perf_counter()
+            pl._dest_n += 1
+            # ``_dest_count_move``'s scalar checks and directory choice, on the mirrors.
+            b_after = load[t] + s
+            target = -1
+            if (
+                b_after <= b_hi[t]
+                and reps[t] + 1 <= c_hi
+                and not (is_lead and leads[t] + 1 > l_hi)
+                and pl._may_join(r, t)
+            ):
+                u = (a_load[t] + s) / a_cap_safe[t]
+                if by_brokers:
+                    u = max(u, lo_util[t])
+                base = (leads[t] / max(l_hi, 1)) if leaders else (reps[t] / max(c_hi, 1))
+                base += 1e-3 * (b_after / cap[t])
+                best = np.inf
+                for d in dirs_of[t]:
+                    if not recv[d] or not dl[d] <= hard[d] - s:
+                        continue
+                    after = dl[d] + s
+                    if after > min(hard[d], db * u * total[d]):
+                        continue
+                    score = base + 1e-6 * (after / total[d])
+                    if score < best:
+                        target, best = d, score
+            pl._dest_s += time.perf_counter() - t0
+            if target < 0:
+                continue
+            if not pl.budget_allows(r):
+                return applied
+            pl.apply(r, target)
+            applied += 1
+            for b in (g, t):
+                cnt[b], reps[b], leads[b] = (
+                    int(count[b]),
+                    int(pl.b_reps[b]),
+                    int(pl.b_leaders[b]),
+                )
+                load[b], a_load[b] = float(pl.b_load[b]), float(pl.a_load[b])
+            for d in (d0, target):
+                dl[d] = float(pl.dir_load[d])
+            break
+    return applied
+
+
+def _balance_counts_stepwise(pl: Placer, *, leaders: bool) -> None:
+    """One move at a time: the most out-of-band broker gives (or takes) one replica, with
+    reshaping moves (``_refill``/``_vent``) where byte bands block a count move."""
+    goal = "leaders" if leaders else "reps"
+    count = pl.b_leaders if leaders else pl.b_reps
+    hi_c, lo_c = (pl.l_hi, pl.l_lo) if leaders else (pl.c_hi, pl.c_lo)
+    recv_b = pl.recv_broker()
+    # Candidates per broker, smallest first: one sort per phase, moved ones skipped later.
+    pick = ~pl.moved & pl.hosting[pl.cur_d]
+    if leaders:
+        pick &= pl.lead
+    # Unmoved replicas are where the snapshot put them, so one sort of the snapshot by
+    # (broker, size, index) serves every phase: filtering it keeps the order.
+    if pl._by_broker is None:
+        c = pl.c
+        pl._by_broker = np.lexsort((np.arange(c.n_replicas), pl.size, c.rep_broker))
+    cand = pl._by_broker[pick[pl._by_broker]]
+    starts = np.searchsorted(pl.cur_b[cand], np.arange(pl.c.n_brokers + 1))
+    pl._small = (cand, starts)
+    pl._small_list = cand.tolist()
+    pl._small_ptr = starts.tolist()  # first candidate of each broker not yet moved
+    stuck: set[int] = set()
+    reshaped: dict[int, int] = {}
+    for phase in ("excess", "deficit"):
+        stuck.clear()
+        while not pl.capped:
+            if phase == "excess":
+                over = np.where(pl.host_b, count - hi_c, 0)
+            else:
+                over = np.where(pl.host_b & recv_b, lo_c - count, 0)
+            over[list(stuck)] = 0
+            b = int(np.argmax(over))
+            if over[b] <= 0:
+                break
+            if phase == "excess":
+                ok = _give_small(pl, b, goal, only_broker=-1, leaders=leaders)
+            else:
+                ok = False
+                # Donors: most replicas first, among brokers with byte room to give one.
+                donors: list[int] = []
+                for donor in np.argsort(-count, kind="stable").tolist():
+                    if count[donor] - 1 < lo_c or len(donors) == 6:
+                        break
+                    smallest = pl._smallest_left(donor)
+                    if donor != b and 0 < smallest <= pl.b_load[donor] - pl.b_lo[donor]:
+                        donors.append(donor)
+                if pl.b_hi[b] - pl.b_load[b] < 1e-3 * pl.b_cap[b]:
+                    donors = []  # byte-full: make room first (below)
+                for donor in donors:
+                    if count[donor] - 1 < lo_c:
+                        break
+                    if donor == b:
+                        continue
+                    if _give_small(pl, donor, goal, only_broker=b, leaders=leaders, tries=TRIES):
+                        ok = True
+                        break
+            if not ok and reshaped.get(b, 0) < 16 + int(over[b]) // 4 and pl.s.balance_brokers:
+                # Byte-bound: a broker at the bottom of its byte band cannot give, one at
+                # the top cannot take. One larger replica in (or out) makes room for many
+                # small ones the other way.
+                reshaped[b] = reshaped.get(b, 0) + 1
+                ok = _refill(pl, b, count, lo_c) if phase == "excess" else _vent(pl, b)
+            if not ok:
+                stuck.add(b)
+
+
+def _refill(pl: Placer, b: int, count: np.ndarray, lo_c: int) -> bool:
+    room = float(pl.b_hi[b] - pl.b_load[b])
+    if room <= 0:
+        return False
+    with np.errstate(invalid="ignore", divide="ignore"):
+        util = np.where(pl.host_b, pl.b_load / pl.b_cap, -np.inf)
+    for donor in np.argsort(-util, kind="stable").tolist()[:8]:
+        slack = float(pl.b_load[donor] - pl.b_lo[donor])
+        if donor == b or slack <= 0 or count[donor] - 1 < lo_c:
+            continue
+        need = min(0.5 * room, slack)
+        if pl._shed_broker(donor, need, min(room, slack), only_broker=b) >= 0:
+            return True
+    return False
+
+
+def _vent(pl: Placer, b: int) -> bool:
+    slack = float(pl.b_load[b] - pl.b_lo[b])
+    if slack <= 0:
+        return False
+    return pl._shed_broker(b, 0.5 * slack, slack, only_broker=-1) >= 0
+
+
+def _give_small(
+    pl: Placer, b: int, goal: str, *, only_broker: int, leaders: bool, tries: int = TRIES
+) -> bool:
+    """Move broker b's smallest replica that may go (to ``only_broker`` if >= 0).
+
+    The cheap per-candidate checks (moved already, would drop its dir below the band, may
+    not join the taker, leader the taker cannot take) run over windows of candidates as
+    array operations; only the survivors, in the same order, pay for a destination search.
+    Same choices as checking one by one, a fraction of the interpreter time."""
+    if leaders and pl.b_reps[b] - 1 < pl.c_lo:
+        return False
+    cand_all, starts = pl._small
+    pl._first_small(b)
+    floor_room = float(pl.b_load[b] - pl.b_lo[b])
+    lo_factor = band_floor(pl.g.disk_balance, 1.0) / max(float(pl.a_cap[b]), 1.0)
+    a_load = float(pl.a_load[b])
+    attempts = 0
+    i, end = pl._small_ptr[b], int(starts[b + 1])
+    width = 16
+    while i < end:
+        win = cand_all[i : min(i + width, end)]
+        i += len(win)
+        width = min(width * 2, 512)
+        sz = pl.size_f[win]
+        cut = int(np.searchsorted(sz, floor_room, side="right"))
+        last = cut < len(win)
+        win, sz = win[:cut], sz[:cut]
+        d0 = pl.cur_d[win]
+        ok = ~pl.moved[win]
+        ok &= ~(pl.active[d0] & (pl.dir_load[d0] - sz < lo_factor * (a_load - sz) * pl.total[d0]))
+        if only_broker >= 0:
+            ok &= pl._may_join_many(win, only_broker)
+            if pl.b_leaders[only_broker] + 1 > pl.l_hi:
+                ok &= ~pl.lead[win]
+        for r in win[ok].tolist():
+            attempts += 1
+            if attempts > tries:
+                return False
+            target = pl.dest_cross(r, strict=True, only_broker=only_broker, goal=goal, joined=True)
+            if target >= 0 and pl.budget_allows(r):
+                pl.apply(r, target)
+                return True
+        if last:
+            return False
+    return False
+
+
+def reorder_leaders(pl: Placer) -> None:
+    """Zero-byte leader balance (opt-in): a broker above the leader band hands leadership
+    of a partition to a follower on a broker below it, and a broker below the band takes
+    leadership from the most-leading broker among its partitions' leaders."""
+    part_start = pl._part_start
+    for phase in ("excess", "deficit"):
+        order = np.argsort(-pl.b_leaders if phase == "excess" else pl.b_leaders)
+        for b in order.tolist():
+            if not pl.host_b[b]:
+                continue
+            if phase == "excess" and pl.b_leaders[b] <= pl.l_hi:
+                continue
+            if phase == "deficit" and pl.b_leaders[b] >= pl.l_lo:
+                continue
+            want_lead = phase == "deficit"
+            mine = np.flatnonzero((pl.cur_b == b) & (pl.lead != want_lead) & pl.hosting[pl.cur_d])
+            for r in mine.tolist():
+                if phase == "excess" and pl.b_leaders[b] <= pl.l_hi:
+                    break
+                if phase == "deficit" and pl.b_leaders[b] >= pl.l_lo:
+                    break
+                p = pl._rep_part[r]
+                best, best_key = -1, 0
+                for r2 in range(part_start[p], part_start[p + 1]):
+                    if r2 == r or not pl.hosting[pl.cur_d[r2]]:
+                        continue
+                    b2 = int(pl.cur_b[r2])
+                    if phase == "excess":
+                        ok = not pl.lead[r2] and pl.b_leaders[b2] + 1 <= pl.l_hi
+                        key = -int(pl.b_leaders[b2])
+                    else:
+                        ok = bool(pl.lead[r2]) and pl.b_leaders[b2] - 1 >= pl.l_lo
+                        key = int(pl.b_leaders[b2])
+                    if ok and (best < 0 or key > best_key):
+                        best, best_key = r2, key
+                if best < 0:
+                    continue
+                giver, taker = (r, best) if phase == "excess" else (best, r)
+                pl.lead[giver], pl.lead[taker] = False, True
+                pl.b_leaders[int(pl.cur_b[giver])] -= 1
+                pl.b_leaders[int(pl.cur_b[taker])] += 1

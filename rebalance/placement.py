@@ -1,0 +1,345 @@
+"""Where a replica may go and which replica leaves: the destination search and the
+source picking every greedy phase shares.
+
+Why separate from the phases: evacuation, capacity relief, byte balance, disk balance and
+the count phases differ in which directory must give and how much, not in how a destination
+is chosen or a replica picked ("best fit": the largest not above what is still needed). One
+search keeps the hard rules (capacity threshold, partition and rack rules, see ``core``) in
+one place, and the destination score in one place.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+from spindle.rebalance.state import PlannerState
+
+#: How many candidate replicas of one directory are tried before giving up on it for a need.
+TRIES = 24
+#: How much a destination directory's own fullness counts next to its broker's when ranking
+#: destinations for byte moves: a tie-breaker (larger weights were measured: no gain).
+DIR_WEIGHT = 1e-3
+
+
+class Placer(PlannerState):
+    """The planner's state plus the destination search and source picking over it."""
+
+    def _dir_hi(self, d: np.ndarray, add: float) -> np.ndarray:
+        """Upper band of directories d if ``add`` bytes land on their broker's Active dirs."""
+        b = self.dir_b[d]
+        u = (self.a_load[b] + add) / self._a_cap_safe[b]
+        if self.s.balance_brokers:
+            # A broker being filled ends at least at its lower band; judging its first
+            # arrivals against today's (near-empty) mean would refuse them all.
+            u = np.maximum(u, self._lo_util[b])
+        return np.asarray(np.minimum(self.hard[d], self.g.disk_balance * u * self.total[d]))
+
+    def dest_cross(
+        self,
+        r: int,
+        *,
+        strict: bool,
+        only_broker: int = -1,
+        goal: str = "bytes",
+        joined: bool = False,
+    ) -> int:
+        """``_dest_cross``, timed (the profile reports destination scoring separately)."""
+        t0 = time.perf_counter()
+        try:
+            return self._dest_cross(
+                r, strict=strict, only_broker=only_broker, goal=goal, joined=joined
+            )
+        finally:
+            self._dest_s += time.perf_counter() - t0
+            self._dest_n += 1
+
+    def _dest_cross(
+        self,
+        r: int,
+        *,
+        strict: bool,
+        only_broker: int,
+        goal: str,
+        joined: bool,
+    ) -> int:
+        """Best directory on another broker for r, or -1. ``strict``: the destination broker and
+        directory stay inside their bands (and count bands), as balancing moves must; otherwise
+        the bands only rank the choices (evacuations must go somewhere)."""
+        if only_broker >= 0:
+            # One broker's few dirs: check the partition rules once, not over every dir.
+            # ``joined``: the caller checked the partition rules for this taker already.
+            if not joined and (only_broker == self.cur_b[r] or not self._may_join(r, only_broker)):
+                return -1
+            cand = self.dirs_of[only_broker]
+            cand = cand[self.recv[cand] & (self.dir_load[cand] <= self.hard[cand] - self.size_f[r])]
+            if strict and goal != "bytes" and len(cand):
+                return self._dest_count_move(r, cand, only_broker, goal)
+        else:
+            cand = np.flatnonzero(self._cross_mask(r))
+        if len(cand) == 0:
+            return -1
+        s = self.size_f[r]
+        b = self.dir_b[cand]
+        b_after = self.b_load[b] + s
+        in_band = b_after <= self.b_hi[b]
+        dir_after = self.dir_load[cand] + s
+        dir_in = dir_after <= self._dir_hi(cand, s)
+        reps_ok = self.b_reps[b] + 1 <= self.c_hi
+        lead_ok = ~np.bool_(self.lead[r]) | (self.b_leaders[b] + 1 <= self.l_hi)
+        util = b_after / self._b_cap_safe[b]
+        dutil = dir_after / self.total[cand]
+        if goal == "bytes":
+            # Counts rank byte moves but do not forbid them: the count phase evens them later
+            # with the smallest replicas, which costs far fewer bytes than refusing here.
+            score = util + DIR_WEIGHT * dutil + 0.02 * ~reps_ok + 0.02 * ~lead_ok
+        elif goal == "reps":
+            score = self.b_reps[b] / max(self.c_hi, 1) + 1e-3 * util + 1e-6 * dutil
+        else:
+            score = self.b_leaders[b] / max(self.l_hi, 1) + 1e-3 * util + 1e-6 * dutil
+        if strict:
+            keep = in_band & dir_in
+            if goal != "bytes":
+                keep &= reps_ok & lead_ok
+            if not keep.any():
+                return -1
+            score = np.where(keep, score, np.inf)
+        else:
+            score = score + 10.0 * ~in_band + 1.0 * ~dir_in + 0.5 * ~reps_ok + 0.5 * ~lead_ok
+        return int(cand[int(np.argmin(score))])
+
+    def _dest_count_move(self, r: int, cand: np.ndarray, b: int, goal: str) -> int:
+        """``dest_cross`` for a count move to one given broker b (the count phases' hot path):
+        the broker-level bands are scalars, so they are checked once before any directory is
+        scored; the score is computed exactly as ``dest_cross`` does, so the choice is too."""
+        s = self.size_f[r]
+        b_after = self.b_load[b] + s
+        if b_after > self.b_hi[b] or self.b_reps[b] + 1 > self.c_hi:
+            return -1
+        if self.lead[r] and self.b_leaders[b] + 1 > self.l_hi:
+            return -1
+        dir_after = self.dir_load[cand] + s
+        keep = dir_after <= self._dir_hi(cand, s)
+        if not keep.any():
+            return -1
+        util = b_after / self._b_cap_safe[b]
+        dutil = dir_after / self.total[cand]
+        if goal == "reps":
+            base = self.b_reps[b] / max(self.c_hi, 1)
+        else:
+            base = self.b_leaders[b] / max(self.l_hi, 1)
+        score = np.where(keep, base + 1e-3 * util + 1e-6 * dutil, np.inf)
+        return int(cand[int(np.argmin(score))])
+
+    def dest_intra(self, r: int, *, strict: bool) -> int:
+        """``_dest_intra``, timed like ``dest_cross``."""
+        t0 = time.perf_counter()
+        try:
+            return self._dest_intra(r, strict=strict)
+        finally:
+            self._dest_s += time.perf_counter() - t0
+            self._dest_n += 1
+
+    def _dest_intra(self, r: int, *, strict: bool) -> int:
+        """Best other directory on r's own broker, or -1."""
+        b = int(self.cur_b[r])
+        if not self.s.intra_ok[b]:
+            return -1
+        cand = self.dirs_of[b]
+        s = self.size_f[r]
+        after = self.dir_load[cand] + s
+        ok = self.recv[cand] & (cand != self.cur_d[r]) & (after <= self.hard[cand])
+        if strict:
+            add = 0.0 if self.active[int(self.cur_d[r])] else s
+            ok &= after <= self._dir_hi(cand, add)
+        if not ok.any():
+            return -1
+        util = np.where(ok, after / self.total[cand], np.inf)
+        return int(cand[int(np.argmin(util))])
+
+    # ----------------------------------------------------------------- picking sources
+
+    def _breaks_closed_counts(self, r: int) -> bool:
+        """Whether moving r off its broker would take a broker that cannot receive (so can
+        never win them back) below the replica or leader band it is still inside."""
+        b0 = int(self.cur_b[r])
+        if not self._closed_b[b0]:
+            return False
+        reps = int(self.b_reps[b0])
+        if reps - 1 < self.c_lo <= reps:
+            return True
+        leads = int(self.b_leaders[b0])
+        return bool(self.lead[r]) and leads - 1 < self.l_lo <= leads
+
+    def shed(
+        self,
+        d: int,
+        need: float,
+        dest: Callable[[int], int],
+        *,
+        floor_room: float,
+        soft: bool = False,
+    ) -> int:
+        """Move one replica off directory d: the largest not above ``need``, else the smallest
+        above it if at most ``floor_room`` bytes may leave. ``dest(r) -> dir`` places it.
+        ``soft``: a balancing move, which may not cost a closed broker its count bands.
+        Returns the replica moved, or -1."""
+        lo, hi = int(self.p.dir_start[d]), int(self.p.dir_start[d + 1])
+        if hi == lo:
+            return -1
+        guard = soft and bool(self._closed_b[int(self.dir_b[d])])
+        neg = self.neg_sorted[lo:hi]
+        start = lo + int(np.searchsorted(neg, -need, side="left"))
+        # Best fit first: down from the largest replica not above ``need``; then up from the
+        # smallest above it, while the broker may still lose that much.
+        r = self._shed_scan(d, range(start, hi), dest, cap=np.inf, guard=guard)
+        if r < 0:
+            r = self._shed_scan(d, range(start - 1, lo - 1, -1), dest, cap=floor_room, guard=guard)
+        return r
+
+    def _shed_scan(
+        self, d: int, span: range, dest: Callable[[int], int], *, cap: float, guard: bool
+    ) -> int:
+        """One direction of ``shed``: the replicas of directory d at the ``span`` positions of
+        the candidate order (moved ones skipped), at most ``TRIES`` of them tried, stopping at
+        the first larger than ``cap`` bytes (sizes only grow in the upward direction).
+        ``guard``: skip replicas whose leaving would cost a closed broker its count bands.
+        Returns the replica moved, or -1."""
+        order = self.p.order
+        tries = 0
+        for i in span:
+            r = int(order[i])
+            if self.moved[r] or self.cur_d[r] != d:
+                continue
+            if self.size_f[r] > cap:
+                break
+            if guard and self._breaks_closed_counts(r):
+                continue
+            tries += 1
+            if tries > TRIES:
+                break
+            target = dest(r)
+            if target >= 0 and self.budget_allows(r):
+                self.apply(r, target)
+                return r
+        return -1
+
+    def _fullest_dirs(self, b: int, skip: set[int]) -> list[int]:
+        dirs = [int(d) for d in self.dirs_of[b] if self.hosting[d] and int(d) not in skip]
+        dirs.sort(key=lambda d: (-self.dir_load[d] / self.total[d], d))
+        return dirs
+
+    def _shed_broker(self, b: int, need: float, floor_room: float, *, only_broker: int) -> int:
+        for d in self._fullest_dirs(b, set()):
+            r = self.shed(
+                d,
+                need,
+                lambda r: self.dest_cross(r, strict=True, only_broker=only_broker),
+                floor_room=floor_room,
+                soft=True,
+            )
+            if r >= 0:
+                return r
+        return -1
+
+    def _swap_off(self, d: int) -> int:
+        """Last resort for a directory above the capacity threshold when no replica can simply
+        leave it (few large replicas, little room anywhere): swap one of its replicas r with a
+        smaller replica q of another directory e, r to e and q to d, when both then fit and
+        both moves keep the partition and rack rules. Bounded: the 8 largest unmoved replicas
+        of d, every directory that may take them, the 16 smallest unmoved replicas there.
+        Returns r, or -1. Full mode only (the other modes promise no other moves)."""
+        if not self.recv[d]:
+            return -1
+        b_d = int(self.dir_b[d])
+        on_d = [int(r) for r in np.flatnonzero((self.cur_d == d) & ~self.moved)]
+        on_d.sort(key=lambda r: (-int(self.size[r]), r))
+        for r in on_d[:8]:
+            s_r = float(self.size_f[r])
+            p_r = self._rep_part[r]
+            mask = (
+                self._cross_mask(r, capacity=False) if self.s.cross_ok else np.zeros_like(self.recv)
+            )
+            if self.s.intra_ok[b_d]:
+                mask = mask | (self.recv & (self.dir_b == b_d))
+            mask[d] = False
+            for e in np.flatnonzero(mask).tolist():
+                b_e = int(self.dir_b[e])
+                gap = float(self.dir_load[e]) + s_r - float(self.hard[e])  # q must free this
+                on_e = np.flatnonzero((self.cur_d == e) & ~self.moved)
+                on_e = on_e[np.lexsort((on_e, self.size[on_e]))][:16]
+                for q in on_e.tolist():
+                    s_q = float(self.size_f[q])
+                    if s_q >= s_r or s_q < gap or self._rep_part[q] == p_r:
+                        continue
+                    if self.dir_load[d] - s_r + s_q > self.hard[d]:
+                        break  # larger q only make d fuller
+                    if b_e != b_d and not self._may_join(q, b_d):
+                        continue
+                    if not self.budget_allows_two(r, q):
+                        return -1
+                    self.apply(r, e)
+                    self.apply(q, d)
+                    return r
+        return -1
+
+    def make_room_for(self, r: int) -> int:
+        """Last resort before refusing a plan: a directory that r may join except for room is
+        made room in by moving up to three of its own replicas elsewhere (one step of a chain),
+        then returned as r's destination; -1 if none works. Used only in full mode (the other
+        modes promise to move nothing else) and only where the plan would otherwise fail a
+        hard goal, so the extra moves buy a feasible plan."""
+        s = self.size_f[r]
+        mask = self._cross_mask(r, capacity=False) & (self.hard >= s)
+        cand = np.flatnonzero(mask)
+        if len(cand) == 0:
+            return -1
+        short = self.dir_load[cand] + s - self.hard[cand]
+        for d in cand[np.argsort(short, kind="stable")][:8].tolist():
+            for _ in range(3):
+                need = float(self.dir_load[d] + s - self.hard[d])
+                if need <= 0:
+                    break
+                b = int(self.dir_b[d])
+                q = -1
+                if self.s.intra_ok[b]:
+                    q = self.shed(
+                        d,
+                        need,
+                        lambda q: self.dest_intra(q, strict=False),
+                        floor_room=float(self.dir_load[d]),
+                    )
+                if q < 0:
+                    q = self.shed(
+                        d,
+                        need,
+                        lambda q: self.dest_cross(q, strict=False),
+                        floor_room=float(self.dir_load[d]),
+                    )
+                if q < 0:
+                    break
+            if self.dir_load[d] + s <= self.hard[d] and self._cross_mask(r)[d]:
+                return int(d)
+        return -1
+
+    def _cross_dest(self, *, strict: bool) -> Callable[[int], int]:
+        """Destination rule "best directory on another broker" (see ``dest_cross``)."""
+
+        def dest(r: int) -> int:
+            return self.dest_cross(r, strict=strict)
+
+        return dest
+
+    def _into(self, d: int) -> Callable[[int], int]:
+        """Destination rule "directory d, if it stays under the capacity threshold"."""
+
+        def dest(r: int) -> int:
+            return d if self.dir_load[d] + self.size_f[r] <= self.hard[d] else -1
+
+        return dest
+
+    def _hi_one(self, d: int, u: float) -> float:
+        if not self.active[d]:
+            return float(self.hard[d])
+        return float(min(self.hard[d], self.g.disk_balance * u * self.total[d]))

@@ -1,0 +1,320 @@
+"""The planner's state: where every replica is, the loads and counts every goal reads, the
+goals' targets, and the one way to change them (``apply``), under the move budget.
+
+Why a class of its own: the greedy's phases (``byte_phases``, ``count_phases``), the
+destination search (``placement``), the exchanges (``exchange``) and the proposer rounds
+(``propose``) all read and change the same figures; keeping them and their bookkeeping in
+one place means a move is accounted for once, the same way, whoever makes it. The public
+interface (``apply``, ``budget_allows``, ``budget_allows_two``, ``counts_in_band``,
+``recv_broker``, the load and count arrays) is what exchanges and proposers use; names with
+a leading underscore are the greedy's own caches. Not thread-safe; one instance per plan.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from spindle.rebalance.bands import band_floor, count_band
+from spindle.rebalance.model import ACTIVE, STATES, Cluster, Goals
+from spindle.rebalance.prepare import Prepared, hosting_racks, rack_limits
+from spindle.rebalance.propose import CountProposer, LocalProposer
+from spindle.rebalance.scope import Request, Scope
+
+
+class PlannerState:
+    """Mutable planning state over one cluster. Not thread-safe; one instance per plan."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        prepared: Prepared,
+        scope: Scope,
+        *,
+        goals: Goals,
+        request: Request,
+    ) -> None:
+        self.c = cluster
+        self.p = prepared
+        self.s = scope
+        self.g = goals
+        self.req = request
+        n_b = cluster.n_brokers
+        self.size = cluster.rep_size
+        self.size_f = cluster.rep_size.astype(np.float64)
+        self.cur_b = cluster.rep_broker.copy()
+        self.cur_d = cluster.rep_dir.copy()
+        self.moved = np.zeros(cluster.n_replicas, bool)
+        self.lead = cluster.rep_leader.copy()  # changes only with goals.leader_reorder
+        self.dir_b = cluster.dir_broker
+        self.dir_rack = cluster.broker_rack[cluster.dir_broker]
+        self.total = cluster.dir_total.astype(np.float64)
+        self.hard = goals.capacity_threshold * self.total
+        self.hosting = scope.hosting
+        self.active = scope.hosting & (cluster.dir_state == ACTIVE)
+        self.recv = scope.receivable.copy()
+
+        ext = cluster.dir_external().astype(np.float64)
+        self.dir_load: np.ndarray = np.where(self.hosting, prepared.dir_rep_bytes + ext, 0.0)
+        self.b_load: np.ndarray = np.bincount(self.dir_b, weights=self.dir_load, minlength=n_b)
+        self.b_cap: np.ndarray = np.bincount(
+            self.dir_b, weights=self.total * self.hosting, minlength=n_b
+        )
+        self.b_hard: np.ndarray = np.bincount(
+            self.dir_b, weights=self.hard * self.hosting, minlength=n_b
+        )
+        self.a_load: np.ndarray = np.bincount(
+            self.dir_b, weights=self.dir_load * self.active, minlength=n_b
+        )
+        self.a_cap: np.ndarray = np.bincount(
+            self.dir_b, weights=self.total * self.active, minlength=n_b
+        )
+        self.b_reps = np.bincount(
+            self.dir_b, weights=prepared.dir_reps * self.hosting, minlength=n_b
+        ).astype(np.int64)
+        self.b_leaders = np.bincount(
+            self.dir_b, weights=prepared.dir_leaders * self.hosting, minlength=n_b
+        ).astype(np.int64)
+
+        # Cluster-wide targets. Bytes and counts of replicas that must find a new home are
+        # part of the totals: they will land somewhere.
+        stuck_offline = ~self.hosting & ~scope.evacuate
+        rep_stuck = stuck_offline[cluster.rep_dir]
+        placed_bytes = float(self.size_f[~rep_stuck].sum()) + float(ext[self.hosting].sum())
+        self.host_b = self.b_cap > 0
+        cap_sum = float(self.b_cap.sum())
+        self.mean_util = placed_bytes / cap_sum if cap_sum > 0 else 0.0
+        bb = goals.broker_balance
+        self.b_hi: np.ndarray = np.minimum(bb * self.mean_util * self.b_cap, self.b_hard)
+        self.b_lo: np.ndarray = np.minimum(band_floor(bb, self.mean_util) * self.b_cap, self.b_hi)
+        n_host = max(int(self.host_b.sum()), 1)
+        mean_reps = int((~rep_stuck).sum()) / n_host
+        mean_leaders = int((cluster.rep_leader & ~rep_stuck).sum()) / n_host
+        self.c_lo, self.c_hi = count_band(goals.replica_balance, mean_reps)
+        self.l_lo, self.l_hi = count_band(goals.leader_balance, mean_leaders)
+
+        self.n_racks = hosting_racks(cluster, scope)
+        self.rack_limit = rack_limits(np.diff(cluster.part_start), self.n_racks)
+        self.dirs_of = [np.flatnonzero(self.dir_b == b) for b in range(n_b)]
+        self.neg_sorted = -self.size[prepared.order]
+        self.n_moves = 0
+        self.bytes_moved = 0
+        self.capped = False
+        self.unmet: list[dict[str, object]] = []
+        self.hard_failures: list[str] = []
+        self._bad_b = np.zeros(n_b, bool)
+        self._closed_b = self.host_b & ~self.recv_broker()
+        # Brokers of each partition's replicas, padded with -1: vectorised partition rules.
+        rf = np.diff(cluster.part_start)
+        self._slot = np.arange(cluster.n_replicas) - cluster.part_start[cluster.rep_part]
+        self._members = np.full((cluster.n_partitions, max(int(rf.max(initial=0)), 1)), -1)
+        self._members[cluster.rep_part, self._slot] = self.cur_b
+        # The same in the snapshot: a broker that held the partition takes none of its replicas.
+        self._members0 = self._members.copy()
+        self._rack_of_b = cluster.broker_rack.astype(np.int64)
+        self._bad_rack = np.zeros(len(cluster.racks), bool)
+        # Python lists for scalar look-ups in the hot loop (numpy scalar indexing is slow).
+        self._rep_part = cluster.rep_part.tolist()
+        self._rep_broker0 = cluster.rep_broker.tolist()
+        self._part_start = cluster.part_start.tolist()
+        self._rack_limit = self.rack_limit.tolist()
+        self._broker_rack = cluster.broker_rack.tolist()
+        self._a_cap_safe = np.where(self.a_cap > 0, self.a_cap, np.inf)
+        self._b_cap_safe = np.where(self.b_cap > 0, self.b_cap, np.inf)
+        self._lo_util = self.b_lo / self._b_cap_safe
+        self._small: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros(1, np.int64))
+        self._small_list: list[int] = []
+        self._by_broker: np.ndarray | None = None
+        self._small_ptr: list[int] = []
+        self._dest_s = 0.0
+        self._dest_n = 0
+        self.proposer: CountProposer = prepared.proposer or LocalProposer(
+            cluster, rack_limit=self.rack_limit
+        )
+        self._prop_s = 0.0
+        self._dirs_of_l: list[list[int]] | None = None
+        self._prop_rounds = 0
+        self._prop_n = 0
+        self._prop_applied = 0
+
+    # ------------------------------------------------- bookkeeping (public: exchanges use it)
+
+    def budget_allows(self, r: int) -> bool:
+        """Whether moving replica ``r`` stays within ``--max-moves`` / ``--max-bytes``; a
+        refusal marks the plan capped, so the summary can say the caps stopped it."""
+        req = self.req
+        if req.max_moves is not None and self.n_moves + 1 > req.max_moves:
+            self.capped = True
+            return False
+        if req.max_bytes is not None and self.bytes_moved + int(self.size[r]) > req.max_bytes:
+            self.capped = True
+            return False
+        return True
+
+    def budget_allows_two(self, r: int, q: int) -> bool:
+        """``budget_allows`` for two moves made together (a swap)."""
+        req = self.req
+        if req.max_moves is not None and self.n_moves + 2 > req.max_moves:
+            self.capped = True
+            return False
+        both = self.bytes_moved + int(self.size[r]) + int(self.size[q])
+        if req.max_bytes is not None and both > req.max_bytes:
+            self.capped = True
+            return False
+        return True
+
+    def apply(self, r: int, d: int) -> None:
+        """Move replica ``r`` to directory ``d`` and update every load and count the goals
+        read, so the next decision sees the cluster as it now is."""
+        s = self.size_f[r]
+        d0 = int(self.cur_d[r])
+        b0 = int(self.cur_b[r])
+        b = int(self.dir_b[d])
+        leader = bool(self.lead[r])
+        if self.hosting[d0]:
+            self.dir_load[d0] -= s
+            self.b_load[b0] -= s
+            if self.active[d0]:
+                self.a_load[b0] -= s
+            self.b_reps[b0] -= 1
+            self.b_leaders[b0] -= leader
+        self.dir_load[d] += s
+        self.b_load[b] += s
+        self.a_load[b] += s
+        self.b_reps[b] += 1
+        self.b_leaders[b] += leader
+        self.cur_d[r] = d
+        self.cur_b[r] = b
+        self._members[self._rep_part[r], self._slot[r]] = b
+        self.moved[r] = True
+        self.n_moves += 1
+        self.bytes_moved += int(self.size[r])
+
+    def _cross_mask(self, r: int, *, capacity: bool = True) -> np.ndarray:
+        """Directories on other brokers that may take replica r under the hard rules
+        (``capacity=False``: all but the capacity threshold). Brokers that hold or held a
+        replica of r's partition are excluded (see the module docstring)."""
+        p = self._rep_part[r]
+        lo, hi = self._part_start[p], self._part_start[p + 1]
+        members = self.cur_b[lo:hi]
+        held = self.c.rep_broker[lo:hi]
+        self._bad_b[members] = True
+        self._bad_b[held] = True
+        ok = self.recv & ~self._bad_b[self.dir_b]
+        self._bad_b[members] = False
+        self._bad_b[held] = False
+        if self.g.rack_aware and hi - lo > 1:
+            # Plain Python over the few replicas of one partition beats numpy set operations.
+            limit = self._rack_limit[p]
+            seen: dict[int, int] = {}
+            for i, b in enumerate(members.tolist()):
+                if lo + i != r:
+                    rk = self._broker_rack[b]
+                    seen[rk] = seen.get(rk, 0) + 1
+            full = [rk for rk, n in seen.items() if n >= limit]
+            if full:
+                self._bad_rack[full] = True
+                ok &= ~self._bad_rack[self.dir_rack]
+                self._bad_rack[full] = False
+        if capacity:
+            ok &= self.dir_load <= self.hard - self.size_f[r]
+        return ok
+
+    def _may_join(self, r: int, b: int) -> bool:
+        """Whether broker b may take replica r under the partition rules (one replica per
+        broker, none onto a broker that held the partition in the snapshot, rack limit);
+        capacity is checked by the destination search."""
+        p = self._rep_part[r]
+        lo, hi = self._part_start[p], self._part_start[p + 1]
+        members = self.cur_b[lo:hi].tolist()
+        if b in members or b in self._rep_broker0[lo:hi]:
+            return False
+        if not self.g.rack_aware:
+            return True
+        rk = self._broker_rack[b]
+        same = sum(1 for i, m in enumerate(members) if lo + i != r and self._broker_rack[m] == rk)
+        return bool(same < self._rack_limit[p])
+
+    def recv_broker(self) -> np.ndarray:
+        out = np.zeros(self.c.n_brokers, bool)
+        out[self.dir_b[self.recv]] = True
+        return out
+
+    def _max_room(self) -> np.ndarray:
+        """Per broker: the most bytes any of its receivable directories can still take under
+        the capacity threshold (-inf: none)."""
+        room = np.where(self.recv, self.hard - self.dir_load, -np.inf)
+        out = np.full(self.c.n_brokers, -np.inf)
+        np.maximum.at(out, self.dir_b, room)
+        return out
+
+    def counts_in_band(self) -> bool:
+        """Whether every hosting broker's replica and leader counts are inside their bands
+        (brokers that may not receive are judged only from above: they can only lose)."""
+        recv_b = self.recv_broker()
+        for count, hi_c, lo_c in (
+            (self.b_reps, self.c_hi, self.c_lo),
+            (self.b_leaders, self.l_hi, self.l_lo),
+        ):
+            if ((count > hi_c) & self.host_b).any():
+                return False
+            if ((count < lo_c) & self.host_b & recv_b).any():
+                return False
+        return True
+
+    def _smallest_left(self, b: int) -> float:
+        """Size of broker b's smallest unmoved candidate in the count phase (0: none)."""
+        r = self._first_small(b)
+        return float(self.size_f[r]) if r >= 0 else 0.0
+
+    def _first_small(self, b: int) -> int:
+        """Broker b's smallest candidate not yet moved, or -1; skips moved ones for good."""
+        _, starts = self._small
+        i, end = self._small_ptr[b], int(starts[b + 1])
+        lst = self._small_list
+        while i < end and self.moved[lst[i]]:
+            i += 1
+        self._small_ptr[b] = i
+        return lst[i] if i < end else -1
+
+    def _may_join_many(self, reps: np.ndarray, b: int) -> np.ndarray:
+        """``_may_join`` for many replicas at once (one taker broker b)."""
+        parts = self.c.rep_part[reps]
+        members = self._members[parts]
+        ok: np.ndarray = ~(members == b).any(axis=1) & ~(self._members0[parts] == b).any(axis=1)
+        if self.g.rack_aware:
+            rk = self._broker_rack[b]
+            on_rack = (np.where(members >= 0, self._rack_of_b[members], -1) == rk).sum(axis=1)
+            on_rack -= self._rack_of_b[self.cur_b[reps]] == rk
+            ok &= on_rack < self.rack_limit[parts]
+        return ok
+
+    # ----------------------------------------------------------------- names
+
+    def _name(self, r: int) -> str:
+        p = int(self.c.rep_part[r])
+        return f"{self.c.part_topic[p]}-{int(self.c.part_num[p])}"
+
+    def _state(self, d: int) -> str:
+        state = STATES[int(self.c.dir_state[d])]
+        return f"{state}, to be emptied" if self.s.evacuate[d] else state
+
+    def _why_nowhere(self, r: int) -> str:
+        """Which hard rule leaves replica r without a destination (for the refusal message)."""
+        p = self._rep_part[r]
+        lo, hi = self._part_start[p], self._part_start[p + 1]
+        members = set(self.cur_b[lo:hi].tolist()) | set(self._rep_broker0[lo:hi])
+        others = self.recv & ~np.isin(self.dir_b, list(members))
+        if not self.s.must_leave_broker[int(self.cur_d[r])] and self.s.intra_ok[self.cur_b[r]]:
+            others |= self.recv & (self.dir_b == self.cur_b[r])
+        if not others.any():
+            return (
+                "every broker that may receive replicas holds or held one of this partition "
+                "(one replica per broker; one that held it in the snapshot takes no other)"
+            )
+        if (
+            not (others & self._cross_mask(r)).any()
+            and not (others & (self.dir_load <= self.hard - self.size_f[r])).any()
+        ):
+            return "no directory has room under the capacity threshold"
+        return (
+            "the brokers with room are on racks that already hold this partition (rack awareness)"
+        )
