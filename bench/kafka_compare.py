@@ -11,9 +11,17 @@ acks=1, no compression):
 - move MB/s: AlterReplicaLogDirs moves every partition to another directory (unthrottled);
   DescribeLogDirs is polled until no future replica is left and all sit in their new dirs.
 
-Prints one line per measurement and, last, one JSON line with both brokers' figures and the
-ratios Spindle/Kafka (targets: produce >= 0.5, consume >= 0.7, move >= 1.0). Both brokers run
-side by side and are measured in alternating rounds (``--rounds``); the best round counts.
+Both brokers run side by side and are measured in alternating rounds: ``--warmup`` declared
+warm-up rounds first (printed, not counted: Kafka's JIT warms up over them), then ``--rounds``
+counted rounds, and more (up to ``--max-rounds``) while any metric of either broker spreads
+more than 15% around its median. The headline of each metric is the **median** round of each
+broker, with min, max and spread, and the ratio of the medians Spindle/Kafka (targets: produce
+>= 1.2, consume >= 1.0, move >= 1.0, Spindle's spread <= 15%); the best rounds' ratio is
+context only. Beside them: each broker's peak resident set during each phase (``VmHWM`` of the
+process, reset per phase; Kafka's JVM runs with -Xms1g), the resident set after every round
+(steady, or growing), and the load average after every round (the machine may be shared).
+
+Prints one line per round and broker and, last, one JSON line with every figure.
 
     .venv/bin/python bench/kafka_compare.py --mb 256 --partitions 4 --dirs 2
 """
@@ -35,6 +43,8 @@ import uuid
 import warnings
 from pathlib import Path
 from typing import Any
+
+from steady import SPREAD_LIMIT, PeakRss, growth, load_average, rss_mb, summary, wide
 
 CACHE = Path(os.environ.get("SPINDLE_CACHE", Path.home() / ".cache" / "spindle"))
 KAFKA_VERSION_FILE = Path(__file__).resolve().parent.parent / "e2e" / "kafka-tools" / "pom.xml"
@@ -195,9 +205,9 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
-def measure(port: int, *, topic: str, mb: int, partitions: int) -> dict[str, float]:
-    """Produce, consume and move on one broker; MB/s for each (MB = 10^6 bytes)."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
+def measure(port: int, probe: PeakRss, *, topic: str, mb: int, partitions: int) -> dict[str, float]:
+    """Produce, consume and move on one broker: MB/s for each (MB = 10^6 bytes) and the
+    broker's peak resident set (MiB) during each."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     bootstrap = f"127.0.0.1:{port}"
@@ -205,6 +215,28 @@ def measure(port: int, *, topic: str, mb: int, partitions: int) -> dict[str, flo
     for fut in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
         fut.result(60)
     count = mb * 1024 * 1024 // MSG_SIZE
+    total_bytes = count * MSG_SIZE
+    with probe.phase() as produce_rss:
+        produce_s = _produce(bootstrap, topic, count, partitions)
+    with probe.phase() as consume_rss:
+        consume_s = _consume(bootstrap, topic, count + 1, partitions)
+    with probe.phase() as move_rss:
+        move_s, moved = move_all(port, topic, partitions)
+    return {
+        "produce_mb_s": total_bytes / produce_s / 1e6,
+        "consume_mb_s": total_bytes / consume_s / 1e6,
+        "move_mb_s": moved / move_s / 1e6 if move_s > 0 else 0.0,
+        "moved_bytes": float(moved),
+        "produce_peak_rss_mb": produce_rss[0],
+        "consume_peak_rss_mb": consume_rss[0],
+        "move_peak_rss_mb": move_rss[0],
+    }
+
+
+def _produce(bootstrap: str, topic: str, count: int, partitions: int) -> float:
+    """Seconds to produce ``count`` messages round-robin over the partitions until flush()."""
+    from confluent_kafka import Producer
+
     payload = os.urandom(MSG_SIZE)
     producer = Producer(
         {
@@ -232,8 +264,12 @@ def measure(port: int, *, topic: str, mb: int, partitions: int) -> dict[str, flo
                 producer.poll(0.01)
     if producer.flush(600) != 0:
         raise RuntimeError("producer did not deliver everything")
-    produce_s = time.perf_counter() - start
-    total_bytes = count * MSG_SIZE
+    return time.perf_counter() - start
+
+
+def _consume(bootstrap: str, topic: str, want: int, partitions: int) -> float:
+    """Seconds for an assign-mode consumer to read ``want`` messages from offset 0."""
+    from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
         {
@@ -246,7 +282,6 @@ def measure(port: int, *, topic: str, mb: int, partitions: int) -> dict[str, flo
         }
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    want = count + 1
     got = 0
     start = time.perf_counter()
     while got < want:
@@ -256,16 +291,9 @@ def measure(port: int, *, topic: str, mb: int, partitions: int) -> dict[str, flo
         if not msgs:
             raise RuntimeError(f"consumer stalled at {got}/{want}")
         got += sum(1 for m in msgs if m.error() is None)
-    consume_s = time.perf_counter() - start
+    elapsed = time.perf_counter() - start
     consumer.close()
-
-    move_s, moved = move_all(port, topic, partitions)
-    return {
-        "produce_mb_s": total_bytes / produce_s / 1e6,
-        "consume_mb_s": total_bytes / consume_s / 1e6,
-        "move_mb_s": moved / move_s / 1e6 if move_s > 0 else 0.0,
-        "moved_bytes": float(moved),
-    }
+    return elapsed
 
 
 def move_all(port: int, topic: str, partitions: int) -> tuple[float, int]:
@@ -320,12 +348,103 @@ def move_all(port: int, topic: str, partitions: int) -> tuple[float, int]:
         admin.close()
 
 
+METRICS = ("produce_mb_s", "consume_mb_s", "move_mb_s")
+PHASES = ("produce", "consume", "move")
+TARGETS = {"produce_mb_s": 1.2, "consume_mb_s": 1.0, "move_mb_s": 1.0}
+"""Spindle/Kafka at the median (issue 17); Spindle's own spread must stay within 15%."""
+
+
+def run_rounds(
+    args: argparse.Namespace, brokers: dict[str, tuple[int, PeakRss]]
+) -> tuple[dict[str, list[dict[str, float]]], list[list[float]]]:
+    """Warm-up rounds (printed, not kept), then ``--rounds`` alternating rounds, then more, up
+    to ``--max-rounds``, while any metric of either broker spreads wider than SPREAD_LIMIT.
+    Returns each broker's counted rounds and the load average after every round."""
+    rounds: dict[str, list[dict[str, float]]] = {name: [] for name in brokers}
+    loads: list[list[float]] = []
+    r = 0
+    while True:
+        counted = r - args.warmup
+        if counted >= args.rounds:
+            spread = [m for n in rounds for m in METRICS if wide([x[m] for x in rounds[n]])]
+            if counted >= args.max_rounds or not spread:
+                return rounds, loads
+            print(f"wide spread in {sorted(set(spread))}: one more round", flush=True)
+        label = "warmup" if counted < 0 else f"round {counted}"
+        for name, (port, probe) in brokers.items():
+            got = measure(port, probe, topic=f"bench-{r}", mb=args.mb, partitions=args.partitions)
+            got["rss_after_round_mb"] = round(rss_mb(probe.pid), 1)
+            if counted >= 0:
+                rounds[name].append(got)
+            print(
+                f"{label:9} {name:8}",
+                json.dumps({k: round(v, 1) for k, v in got.items()}),
+                flush=True,
+            )
+        if counted >= 0:
+            loads.append(load_average())
+        print(f"{label:9} load average {load_average()}", flush=True)
+        r += 1
+
+
+def report(
+    args: argparse.Namespace,
+    rounds: dict[str, list[dict[str, float]]],
+    loads: list[list[float]],
+    etcd_rss: float,
+) -> dict[str, Any]:
+    """The final JSON: per metric the median (headline) with min/max/spread per broker and
+    the ratio of medians; best rounds as context; peak RSS per phase; RSS growth."""
+    out: dict[str, Any] = {
+        "bench": "kafka_compare",
+        "mb": args.mb,
+        "partitions": args.partitions,
+        "dirs": args.dirs,
+        "message_bytes": MSG_SIZE,
+        "warmup_rounds": args.warmup,
+        "rounds": len(rounds["spindle"]),
+        "headline": "median of the counted rounds (after the warm-up); best round as context",
+        "spindle_set": args.spindle_set,
+        "client": "librdkafka (confluent-kafka), acks=1, no compression",
+        "load_average_per_round": loads,
+    }
+    for metric in METRICS:
+        k = summary([x[metric] for x in rounds["kafka"]])
+        s = summary([x[metric] for x in rounds["spindle"]])
+        out[metric] = {
+            "kafka": k,
+            "spindle": s,
+            "ratio": round(s["median"] / k["median"], 3),
+            "best_round_ratio": round(s["max"] / k["max"], 3),
+            "target": f">= {TARGETS[metric]}",
+            "met": s["median"] / k["median"] >= TARGETS[metric] and s["spread"] <= SPREAD_LIMIT,
+        }
+    out["peak_rss_mb"] = {
+        phase: {
+            name: summary([x[f"{phase}_peak_rss_mb"] for x in rs]) for name, rs in rounds.items()
+        }
+        for phase in PHASES
+    }
+    out["peak_rss_mb"]["etcd_for_spindle_at_end"] = round(etcd_rss, 1)
+    out["rss_across_rounds"] = {
+        name: growth([x["rss_after_round_mb"] for x in rs]) for name, rs in rounds.items()
+    }
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=256, help="MiB produced per broker")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--dirs", type=int, default=2, help="log directories per broker")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds; best kept")
+    parser.add_argument("--warmup", type=int, default=1, help="rounds run first, not counted")
+    parser.add_argument("--rounds", type=int, default=5, help="counted rounds (median kept)")
+    parser.add_argument(
+        "--max-rounds",
+        type=int,
+        default=9,
+        help="counted rounds at most, added one by one while a metric spreads wide",
+    )
     parser.add_argument(
         "--spindle-set",
         action="append",
@@ -335,51 +454,31 @@ def main() -> int:
     )
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args()
+    args.max_rounds = max(args.max_rounds, args.rounds)
     work = Path(tempfile.mkdtemp(prefix="spindle-bench-"))
-    rounds: dict[str, list[dict[str, float]]] = {"kafka": [], "spindle": []}
     procs: list[subprocess.Popen[bytes]] = []
+    print(f"load average at start {load_average()}", flush=True)
     try:
         # Both brokers run for the whole benchmark and are measured in alternation, so that
-        # load from other processes on a shared machine hits both alike; the best round of
-        # each metric is kept.
+        # load from other processes on a shared machine hits both alike.
         kafka, kport = start_kafka(work, args.dirs)
         procs.append(kafka)
         etcd, url = start_etcd(work)
         procs.append(etcd)
         spindle, sport = start_spindle(work, args.dirs, url, args.spindle_set)
         procs.append(spindle)
-        for r in range(args.rounds):
-            for name, port in (("kafka", kport), ("spindle", sport)):
-                got = measure(port, topic=f"bench-{r}", mb=args.mb, partitions=args.partitions)
-                rounds[name].append(got)
-                print(
-                    f"round {r} {name:8}",
-                    json.dumps({k: round(v, 1) for k, v in got.items()}),
-                    flush=True,
-                )
+        brokers = {
+            "kafka": (kport, PeakRss(kafka.pid)),
+            "spindle": (sport, PeakRss(spindle.pid)),
+        }
+        rounds, loads = run_rounds(args, brokers)
+        etcd_rss = rss_mb(etcd.pid)
     finally:
         for p in reversed(procs):
             stop(p)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    results = {
-        name: {m: max(r[m] for r in rs) for m in ("produce_mb_s", "consume_mb_s", "move_mb_s")}
-        for name, rs in rounds.items()
-    }
-    out: dict[str, Any] = {
-        "bench": "kafka_compare",
-        "mb": args.mb,
-        "partitions": args.partitions,
-        "dirs": args.dirs,
-        "message_bytes": MSG_SIZE,
-        "rounds": args.rounds,
-        "spindle_set": args.spindle_set,
-        "client": "librdkafka (confluent-kafka), acks=1, no compression",
-    }
-    for metric in ("produce_mb_s", "consume_mb_s", "move_mb_s"):
-        k, s = results["kafka"][metric], results["spindle"][metric]
-        out[metric] = {"kafka": round(k, 1), "spindle": round(s, 1), "ratio": round(s / k, 3)}
-    print(json.dumps(out, sort_keys=True))
+    print(json.dumps(report(args, rounds, loads, etcd_rss), sort_keys=True))
     return 0
 
 

@@ -1,0 +1,122 @@
+"""What every broker benchmark reports the same way: medians of rounds, memory, machine load.
+
+A user lives with the steady state, not with the luckiest round: a JIT-compiled broker gets
+faster over its first rounds, and on a shared machine any round may be hit by somebody else's
+load. So each benchmark runs a declared warm-up round (not counted) and then its rounds; the
+headline figure of a metric is the **median** round, with min and max beside it and the best
+round kept as context only. A metric whose rounds spread more than :data:`SPREAD_LIMIT` around
+the median asks for more rounds (see :func:`wide`).
+
+Memory is read from ``/proc/<pid>/status``: ``VmHWM`` (peak resident set) after clearing it
+through ``/proc/<pid>/clear_refs`` at the start of each phase, so a phase's peak is its own;
+where the kernel refuses the reset, a sampler thread reads ``VmRSS`` every 20 ms instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import statistics
+import threading
+from collections.abc import Iterator, Sequence
+
+SPREAD_LIMIT = 0.15
+"""(max - min) / median above which a metric is called wide and gets more rounds."""
+
+
+def summary(values: Sequence[float], *, digits: int = 1) -> dict[str, float]:
+    """Median (the headline), min, max and relative spread of one metric's counted rounds
+    (for a throughput the max is the best round: context only)."""
+    med = statistics.median(values)
+    lo, hi = min(values), max(values)
+    return {
+        "median": round(med, digits),
+        "min": round(lo, digits),
+        "max": round(hi, digits),
+        "spread": round((hi - lo) / med, 3) if med else 0.0,
+        "n": len(values),
+    }
+
+
+def wide(values: Sequence[float]) -> bool:
+    """True if the rounds of a metric spread more than :data:`SPREAD_LIMIT` of their median."""
+    if len(values) < 2:
+        return False
+    med = statistics.median(values)
+    return med > 0 and (max(values) - min(values)) / med > SPREAD_LIMIT
+
+
+def load_average() -> list[float]:
+    """The 1, 5 and 15-minute load averages (what ``uptime`` prints)."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def _status_kb(pid: int, field: str) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(f"{field} not in /proc/{pid}/status")
+
+
+def rss_mb(pid: int) -> float:
+    """Resident set size of ``pid`` now, MiB."""
+    return _status_kb(pid, "VmRSS") / 1024
+
+
+class PeakRss:
+    """Peak resident set of one process over a phase (``with probe.phase() as peak: ...``;
+    ``peak[0]`` holds MiB afterwards)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def _reset(self) -> bool:
+        try:
+            with open(f"/proc/{self.pid}/clear_refs", "w", encoding="ascii") as f:
+                f.write("5")  # resets VmHWM to the current RSS (Linux >= 4.0)
+            return True
+        except OSError:
+            return False
+
+    @contextlib.contextmanager
+    def phase(self) -> Iterator[list[float]]:
+        out = [0.0]
+        reset = self._reset()
+        stop = threading.Event()
+        sampled = [rss_mb(self.pid)]
+
+        def sample() -> None:
+            while not stop.wait(0.02):
+                with contextlib.suppress(OSError, KeyError):
+                    sampled[0] = max(sampled[0], rss_mb(self.pid))
+
+        sampler = None if reset else threading.Thread(target=sample, daemon=True)
+        if sampler is not None:
+            sampler.start()
+        try:
+            yield out
+        finally:
+            stop.set()
+            if sampler is not None:
+                sampler.join()
+            peak = sampled[0]
+            if reset:
+                with contextlib.suppress(OSError, KeyError):
+                    peak = max(peak, _status_kb(self.pid, "VmHWM") / 1024)
+            out[0] = round(peak, 1)
+
+
+def growth(after_rounds: Sequence[float]) -> dict[str, float | bool | list[float]]:
+    """Resident set after each counted round and whether it kept growing: ``grows`` is True
+    if the last round ends more than 10% (and 16 MiB) above the first and every round's
+    resident set was at least the one before (steady creep, not noise)."""
+    first, last = after_rounds[0], after_rounds[-1]
+    creeping = all(b >= a for a, b in itertools.pairwise(after_rounds))
+    grows = len(after_rounds) > 2 and creeping and last - first > max(16.0, 0.1 * first)
+    return {
+        "after_each_round_mb": [round(x, 1) for x in after_rounds],
+        "growth_mb": round(last - first, 1),
+        "grows": grows,
+    }
