@@ -13,6 +13,8 @@ from collections.abc import Sequence
 
 import kopf
 import spindle.operator  # noqa: F401  (registers the handlers)
+from spindle.operator.dashboard import DashboardSettings, parse_listen
+from spindle.operator.dashboard.hooks import register as serve_dashboard
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,6 +31,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--peering", metavar="NAME", help="coordinate replicas via a KopfPeering")
     run.add_argument("--liveness", metavar="URL", help="e.g. http://0.0.0.0:8080/healthz")
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    run.add_argument(
+        "--dashboard", metavar="HOST:PORT", help="serve the dashboard, e.g. 0.0.0.0:8081"
+    )
+    run.add_argument(
+        "--dashboard-read",
+        choices=["open", "authenticated"],
+        default="authenticated",
+        help="whether viewing the dashboard needs a token (actions always do)",
+    )
     return parser
 
 
@@ -38,6 +49,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if args.dashboard:
+        host, port = parse_listen(args.dashboard)
+        serve_dashboard(
+            DashboardSettings(
+                host=host,
+                port=port,
+                read_access=args.dashboard_read,
+                namespaces=tuple(args.namespace),
+            )
+        )
     kopf.run(
         clusterwide=not args.namespace,
         namespaces=args.namespace,
