@@ -159,7 +159,8 @@ class GroupCoordinator(Membership):
                 )
             if group.members or group.offsets or group.generation > 0:
                 self.groups[group_id] = group
-        log.info(
+        log.log(
+            logging.INFO if records else logging.DEBUG,
             "loaded __consumer_offsets-%d: %d records, %d groups",
             partition,
             len(records),

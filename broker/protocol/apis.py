@@ -27,6 +27,8 @@ from typing import Any, Protocol
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka.protocol.admin import (
+        AlterConfigsRequest,
+        AlterConfigsResponse,
         AlterPartitionReassignmentsRequest,
         AlterPartitionReassignmentsResponse,
         AlterReplicaLogDirsRequest,
@@ -35,16 +37,24 @@ with warnings.catch_warnings():
         CreatePartitionsResponse,
         CreateTopicsRequest,
         CreateTopicsResponse,
+        DeleteGroupsRequest,
+        DeleteGroupsResponse,
+        DeleteRecordsRequest,
+        DeleteRecordsResponse,
         DeleteTopicsRequest,
         DeleteTopicsResponse,
         DescribeClusterRequest,
         DescribeClusterResponse,
         DescribeConfigsRequest,
         DescribeConfigsResponse,
+        DescribeGroupsRequest,
+        DescribeGroupsResponse,
         DescribeLogDirsRequest,
         DescribeLogDirsResponse,
         IncrementalAlterConfigsRequest,
         IncrementalAlterConfigsResponse,
+        ListGroupsRequest,
+        ListGroupsResponse,
         ListPartitionReassignmentsRequest,
         ListPartitionReassignmentsResponse,
     )
@@ -54,9 +64,27 @@ with warnings.catch_warnings():
         ListOffsetsRequest,
         ListOffsetsResponse,
     )
+    from kafka.protocol.consumer.group import (
+        HeartbeatRequest,
+        HeartbeatResponse,
+        JoinGroupRequest,
+        JoinGroupResponse,
+        LeaveGroupRequest,
+        LeaveGroupResponse,
+        OffsetCommitRequest,
+        OffsetCommitResponse,
+        OffsetDeleteRequest,
+        OffsetDeleteResponse,
+        OffsetFetchRequest,
+        OffsetFetchResponse,
+        SyncGroupRequest,
+        SyncGroupResponse,
+    )
     from kafka.protocol.metadata import (
         ApiVersionsRequest,
         ApiVersionsResponse,
+        FindCoordinatorRequest,
+        FindCoordinatorResponse,
         MetadataRequest,
         MetadataResponse,
     )
@@ -86,17 +114,30 @@ class ApiKey(IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
     ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
+    DELETE_GROUPS = 42
     CREATE_PARTITIONS = 37
     INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
+    OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
 
 
@@ -175,6 +216,20 @@ SUPPORTED_APIS: Mapping[int, ApiSpec] = {
             ListPartitionReassignmentsResponse,
         ),
         _spec(ApiKey.DESCRIBE_CLUSTER, 0, 1, DescribeClusterRequest, DescribeClusterResponse),
+        # Groups (classic protocol). OffsetCommit/OffsetFetch stop at v9: v10 names topics by id.
+        _spec(ApiKey.OFFSET_COMMIT, 0, 9, OffsetCommitRequest, OffsetCommitResponse),
+        _spec(ApiKey.OFFSET_FETCH, 0, 9, OffsetFetchRequest, OffsetFetchResponse),
+        _spec(ApiKey.FIND_COORDINATOR, 0, 6, FindCoordinatorRequest, FindCoordinatorResponse),
+        _spec(ApiKey.JOIN_GROUP, 0, 9, JoinGroupRequest, JoinGroupResponse),
+        _spec(ApiKey.HEARTBEAT, 0, 4, HeartbeatRequest, HeartbeatResponse),
+        _spec(ApiKey.LEAVE_GROUP, 0, 5, LeaveGroupRequest, LeaveGroupResponse),
+        _spec(ApiKey.SYNC_GROUP, 0, 5, SyncGroupRequest, SyncGroupResponse),
+        _spec(ApiKey.DESCRIBE_GROUPS, 0, 5, DescribeGroupsRequest, DescribeGroupsResponse),
+        _spec(ApiKey.LIST_GROUPS, 0, 5, ListGroupsRequest, ListGroupsResponse),
+        _spec(ApiKey.DELETE_GROUPS, 0, 2, DeleteGroupsRequest, DeleteGroupsResponse),
+        _spec(ApiKey.OFFSET_DELETE, 0, 0, OffsetDeleteRequest, OffsetDeleteResponse),
+        _spec(ApiKey.DELETE_RECORDS, 0, 2, DeleteRecordsRequest, DeleteRecordsResponse),
+        _spec(ApiKey.ALTER_CONFIGS, 0, 2, AlterConfigsRequest, AlterConfigsResponse),
     )
 }
 

@@ -15,17 +15,22 @@ import contextlib
 import logging
 
 from spindle.broker.common.clock import Clock, SystemClock
+from spindle.broker.common.ids import TopicPartition
 from spindle.broker.common.kafka_uuid import to_kafka_str
 from spindle.broker.controller.controller import SingleBrokerController
 from spindle.broker.controller.etcd import EtcdClient
 from spindle.broker.controller.model import BrokerRegistration
 from spindle.broker.controller.store import MetadataStore
+from spindle.broker.group.coordinator import GroupCoordinator
+from spindle.broker.group.store import OFFSETS_TOPIC, PartitionLogs
 from spindle.broker.replication.replica_manager import ReplicaManager
 from spindle.broker.storage import LogManager
 from spindle.broker.storage.settings import StorageSettings
 
 from .apis import ApiContext, Endpoint, KafkaApis, build_registry
+from .apis.groups import led_offsets_partitions
 from .authorizer import AllowAll, Authorizer
+from .compaction import CompactionScheduler
 from .config import BrokerSettings
 from .connection import serve_connection
 from .metrics import MetricsServer
@@ -33,6 +38,8 @@ from .metrics import MetricsServer
 log = logging.getLogger(__name__)
 
 DIR_REPORT_INTERVAL_S = 1.0
+GROUP_TICK_S = 0.1
+"""How often the group coordinator's timers run (sessions, join and sync deadlines)."""
 
 
 class BrokerServer:
@@ -61,6 +68,8 @@ class BrokerServer:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._reporter: asyncio.Task[None] | None = None
+        self._background: list[asyncio.Task[None]] = []
+        self.groups: GroupCoordinator | None = None
         self.metrics: MetricsServer | None = None
         self.port: int | None = None
         self._stopped = False
@@ -104,20 +113,40 @@ class BrokerServer:
             assigner=self.controller,
             static_configs=self.static_configs,
         )
-        self.apis = KafkaApis(
-            ApiContext(
-                settings=s,
-                endpoint=endpoint,
-                logs=self.logs,
-                controller=self.controller,
-                replicas=self.replicas,
-                authorizer=self.authorizer,
+        replicas = self.replicas
+        self.groups = GroupCoordinator(
+            settings=s,
+            clock=self.clock,
+            store=PartitionLogs(
+                lambda p: replicas.hosted_log(TopicPartition(OFFSETS_TOPIC, p)),
                 clock=self.clock,
-                static_configs=self.static_configs,
+                on_append=replicas.appended,
             ),
-            registry,
         )
+        context = ApiContext(
+            settings=s,
+            endpoint=endpoint,
+            logs=self.logs,
+            controller=self.controller,
+            replicas=self.replicas,
+            authorizer=self.authorizer,
+            clock=self.clock,
+            static_configs=self.static_configs,
+            groups=self.groups,
+        )
+        self.apis = KafkaApis(context, registry)
         await self.replicas.start()
+        self.groups.sync_leadership(led_offsets_partitions(context))
+        compaction = CompactionScheduler(
+            self.logs,
+            lambda name: t.configs if (t := self.store.topics.get(name)) is not None else None,
+            settings=self.storage_settings,
+            clock=self.clock,
+        )
+        self._background = [
+            asyncio.create_task(self._run_groups(context)),
+            asyncio.create_task(compaction.run_forever()),
+        ]
         loop = asyncio.get_running_loop()
 
         def offline_listener(path: str) -> None:  # storage thread -> event loop
@@ -139,6 +168,21 @@ class BrokerServer:
             self.port,
             ",".join(self.storage_settings.log_dirs),
         )
+
+    async def _run_groups(self, context: ApiContext) -> None:
+        """Drive the group coordinator: its timers every ``GROUP_TICK_S``, and once a second
+        which ``__consumer_offsets`` partitions this broker leads (coordination follows)."""
+        assert self.groups is not None
+        ticks = 0
+        while True:
+            await asyncio.sleep(GROUP_TICK_S)
+            try:
+                self.groups.tick()
+                ticks += 1
+                if ticks % int(DIR_REPORT_INTERVAL_S / GROUP_TICK_S) == 0:
+                    self.groups.sync_leadership(led_offsets_partitions(context))
+            except Exception:
+                log.exception("group coordinator timers failed")
 
     def _on_dir_offline(self, path: str) -> None:
         """Called on the loop once per directory going offline (storage's failure handler has
@@ -178,10 +222,11 @@ class BrokerServer:
         if self._stopped:
             return
         self._stopped = True
-        if self._reporter is not None:
-            self._reporter.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reporter
+        for task in [self._reporter, *self._background]:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self.metrics is not None:
             await self.metrics.stop()
         if self._server is not None:

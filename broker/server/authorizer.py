@@ -30,6 +30,7 @@ class Operation(Enum):
 class ResourceType(Enum):
     TOPIC = "Topic"
     CLUSTER = "Cluster"
+    GROUP = "Group"
 
 
 CLUSTER_NAME = "kafka-cluster"

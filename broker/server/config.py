@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from spindle.broker.common.settings import KafkaSettings
+from spindle.broker.group.settings import GroupSettings
 from spindle.broker.storage.settings import StorageSettings
 
 
@@ -49,8 +49,9 @@ def parse_listeners(value: str) -> list[Listener]:
     return out
 
 
-class BrokerSettings(KafkaSettings):
-    """The broker's settings other than storage (Kafka's names and defaults unless noted)."""
+class BrokerSettings(GroupSettings):
+    """The broker's settings other than storage (Kafka's names and defaults unless noted);
+    the group coordinator's settings are inherited from ``GroupSettings``."""
 
     node_id: int = Field(ge=0, description="This broker's id.")
     listeners: str = Field(

@@ -184,6 +184,9 @@ class Log:
         self._log_start_offset = 0
         self._high_watermark = 0
         self.recovery_point = 0
+        self.compact_only = False
+        """Set by the broker from the topic's ``cleanup.policy``: a compact-only log is cleaned
+        (``cleaner``), never trimmed by time or size retention, as in Kafka."""
         self.generation = 0
         """Bumped by truncation and by the swap; the mover restarts a copy when it changes."""
         self.closed = False
@@ -522,6 +525,19 @@ class Log:
                         return max(found, self._log_start_offset)
         return None
 
+    def max_timestamp_batch(self) -> tuple[int, int] | None:
+        """(largest record timestamp, last offset of the batch holding it), from the segments'
+        time indexes (ListOffsets MAX_TIMESTAMP); None for a log without timestamps."""
+        with self.lock:
+            self._check_usable()
+            best: tuple[int, int] | None = None
+            with self._guard("timestamp lookup"):
+                for seg in self._segments:
+                    ts = seg.max_timestamp
+                    if ts >= 0 and (best is None or ts > best[0]):
+                        best = (ts, seg.state().max_timestamp_offset)
+            return best
+
     # --- truncation and retention ----------------------------------------------------------
 
     def truncate_to(self, offset: int) -> None:
@@ -574,6 +590,8 @@ class Log:
         with self.lock:
             self._check_usable()
             deleted = 0
+            if self.compact_only:
+                return 0
             retention_ms = self._settings.log_retention_ms
             if retention_ms >= 0:
                 limit = self._clock.wall_ms() - retention_ms

@@ -70,6 +70,24 @@ class StorageSettings(KafkaSettings):
         ge=1,
         description="Global copy throttle for all movers together (dynamic).",
     )
+    log_cleanup_policy: str = Field(
+        "delete",
+        pattern=r"^(delete|compact|compact,delete|delete,compact)$",
+        description="Default cleanup.policy of topics.",
+    )
+    log_cleaner_enable: bool = Field(True, description="Run the log cleaner (compaction).")
+    log_cleaner_backoff_ms: int = Field(
+        15_000, ge=1, description="Pause between cleaner passes over the compacted logs."
+    )
+    log_cleaner_delete_retention_ms: int = Field(
+        86_400_000, ge=0, description="Default delete.retention.ms: how long tombstones stay."
+    )
+    log_cleaner_min_cleanable_ratio: float = Field(
+        0.5, ge=0, le=1, description="Default min.cleanable.dirty.ratio."
+    )
+    log_cleaner_min_compaction_lag_ms: int = Field(
+        0, ge=0, description="Default min.compaction.lag.ms."
+    )
     message_max_bytes: int = Field(
         1_048_588,
         ge=0,

@@ -53,3 +53,8 @@ wrap kafka-console-producer kafka.tools.ConsoleProducer
 wrap kafka-console-consumer org.apache.kafka.tools.consumer.ConsoleConsumer
 wrap kafka-storage kafka.tools.StorageTool
 wrap kafka-server-start kafka.Kafka
+wrap kafka-consumer-groups org.apache.kafka.tools.consumer.group.ConsumerGroupCommand
+wrap kafka-configs kafka.admin.ConfigCommand
+wrap kafka-delete-records org.apache.kafka.tools.DeleteRecordsCommand
+wrap kafka-get-offsets org.apache.kafka.tools.GetOffsetShell
+wrap kafka-consumer-perf-test org.apache.kafka.tools.ConsumerPerformance

@@ -21,6 +21,7 @@ from spindle.broker.common.errors import ErrorCode, KafkaError
 from spindle.broker.common.kafka_uuid import from_kafka_str
 from spindle.broker.controller.controller import Controller
 from spindle.broker.controller.model import TopicState
+from spindle.broker.group.coordinator import GroupCoordinator
 from spindle.broker.protocol.apis import ApiKey, Request
 from spindle.broker.protocol.constants import ConfigSource
 from spindle.broker.replication.replica_manager import ReplicaManager
@@ -63,6 +64,7 @@ class ApiContext:
     authorizer: Authorizer
     clock: Clock
     static_configs: Mapping[str, str]
+    groups: GroupCoordinator
     producer_ids: ProducerIds = field(default_factory=ProducerIds)
 
     @property
@@ -107,6 +109,8 @@ def authorization_failed(rt: ResourceType) -> ErrorCode:
     """Kafka's code for a refused operation on a resource of type ``rt``."""
     if rt is ResourceType.TOPIC:
         return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if rt is ResourceType.GROUP:
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
     return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 

@@ -8,6 +8,7 @@ from spindle.broker.common.errors import ErrorCode, KafkaError
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.common.kafka_uuid import LOST_DIR, to_kafka_str
 from spindle.broker.controller.model import TopicState
+from spindle.broker.group.store import OFFSETS_TOPIC as INTERNAL_TOPIC
 from spindle.broker.protocol.apis import ApiKey, Request, api_versions_body
 from spindle.broker.protocol.constants import EndpointType
 
@@ -60,7 +61,7 @@ def _topic_metadata(
         "error_code": error,
         "name": topic.name,
         "topic_id": topic_id(topic),
-        "is_internal": False,
+        "is_internal": topic.name == INTERNAL_TOPIC,
         "partitions": _partition_metadata(broker, topic),
         "authorized_operations": None,
     }
@@ -105,6 +106,7 @@ async def _requested_topic(
     if (
         topic is None
         and allow_create
+        and name != INTERNAL_TOPIC  # created by FindCoordinator, never by Metadata
         and broker.settings.auto_create_topics_enable
         and broker.allowed(ctx, Operation.CREATE, ResourceType.TOPIC, name)
     ):

@@ -1,4 +1,4 @@
-"""Data APIs: Produce, Fetch (long poll, zero-copy record sets) and ListOffsets.
+"""Data APIs: Produce, Fetch (long poll, zero-copy record sets), ListOffsets and DeleteRecords.
 
 The log manager's calls are synchronous (page-cache writes and reads); they run on the event
 loop thread, which keeps the per-connection request order trivially and avoids a thread hop
@@ -7,6 +7,7 @@ per request. Moves and other long disk work run on the storage engine's own thre
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from spindle.broker.common.errors import ErrorCode, KafkaError
@@ -14,6 +15,10 @@ from spindle.broker.common.ids import TopicPartition
 from spindle.broker.protocol.apis import ApiKey, Request
 from spindle.broker.protocol.constants import OffsetSpec
 from spindle.broker.replication.producer_state import DuplicateBatch
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.record.default_records import DefaultRecordBatch
 
 from ..authorizer import Operation, RequestContext, ResourceType
 from ..zerocopy import FileRegion, close_regions
@@ -170,15 +175,67 @@ def _list_offset(broker: ApiContext, tp: TopicPartition, p: Any, out: dict[str, 
     elif p.timestamp == OffsetSpec.LATEST_TIMESTAMP:
         offset = partition_log.high_watermark
     elif p.timestamp == OffsetSpec.MAX_TIMESTAMP:
-        raise KafkaError(
-            "ListOffsets MAX_TIMESTAMP (-3) is not served", ErrorCode.UNSUPPORTED_VERSION
-        )
+        offset, out["timestamp"] = _max_timestamp(partition_log)
     else:
         found = partition_log.offset_for_timestamp(p.timestamp)
         offset = -1 if found is None else found
         if found is not None:
             out["timestamp"] = p.timestamp
     out.update(offset=offset, leader_epoch=leader_epoch)
+
+
+def _max_timestamp(partition_log: Any) -> tuple[int, int]:
+    """KIP-734: (offset, timestamp) of the record with the largest timestamp, the first such
+    record if several share it; (-1, -1) for an empty log. The time index names its batch;
+    the batch's records give the exact offset."""
+    found = partition_log.max_timestamp_batch()
+    if found is None:
+        return -1, -1
+    timestamp, last_offset = found
+    chunk = partition_log.read(max(last_offset, partition_log.log_start_offset), 1)
+    for offset, ts in _record_times(chunk.records):
+        if ts == timestamp:
+            return offset, timestamp
+    return last_offset, timestamp
+
+
+def _record_times(data: bytes) -> list[tuple[int, int]]:
+    """(offset, timestamp) of every record of the first batch in ``data``."""
+    if len(data) < 12:
+        return []
+    size = int.from_bytes(data[8:12], "big") + 12
+    batch = DefaultRecordBatch(data[:size])
+    return [(r.offset, r.timestamp) for r in batch]
+
+
+async def delete_records(broker: ApiContext, ctx: RequestContext, req: Request) -> dict[str, Any]:
+    """Move each partition's log start offset up (``-1`` = to the high watermark); segments
+    wholly below it are deleted. OFFSET_OUT_OF_RANGE beyond the high watermark."""
+    topics = []
+    for t in req.body.topics:
+        allowed = broker.allowed(ctx, Operation.DELETE, ResourceType.TOPIC, t.name)
+        parts = []
+        for p in t.partitions:
+            out: dict[str, Any] = {
+                "partition_index": p.partition_index,
+                "low_watermark": -1,
+                "error_code": 0,
+            }
+            with errors_into(out, message=False):
+                tp = TopicPartition(t.name, p.partition_index)
+                if not allowed:
+                    raise not_authorized(Operation.DELETE, ResourceType.TOPIC, str(tp))
+                partition_log = broker.replicas.hosted_log(tp)
+                target = partition_log.high_watermark if p.offset == -1 else p.offset
+                if target < 0:
+                    raise KafkaError(
+                        f"offset {p.offset} is not valid", ErrorCode.OFFSET_OUT_OF_RANGE
+                    )
+                partition_log.advance_log_start_offset(target)
+                out["low_watermark"] = partition_log.log_start_offset
+            parts.append(out)
+        topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
 
 
 async def list_offsets(broker: ApiContext, ctx: RequestContext, req: Request) -> dict[str, Any]:
@@ -208,4 +265,5 @@ HANDLERS: Handlers = {
     ApiKey.PRODUCE: produce,
     ApiKey.FETCH: fetch,
     ApiKey.LIST_OFFSETS: list_offsets,
+    ApiKey.DELETE_RECORDS: delete_records,
 }

@@ -15,7 +15,17 @@ from typing import Any
 from spindle.broker.protocol.apis import SUPPORTED_APIS, ApiKey, Request
 
 from ..authorizer import RequestContext
-from . import cluster, configs, log_dirs, produce_fetch, producer_ids, reassignments, topics
+from . import (
+    cluster,
+    configs,
+    group_offsets,
+    groups,
+    log_dirs,
+    produce_fetch,
+    producer_ids,
+    reassignments,
+    topics,
+)
 from .base import ApiContext, Handler, Handlers
 
 FAMILIES: tuple[Handlers, ...] = (
@@ -26,6 +36,8 @@ FAMILIES: tuple[Handlers, ...] = (
     configs.HANDLERS,
     log_dirs.HANDLERS,
     reassignments.HANDLERS,
+    groups.HANDLERS,
+    group_offsets.HANDLERS,
 )
 
 
