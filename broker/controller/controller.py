@@ -24,7 +24,7 @@ from .model import (
     plan_partitions,
     validate_topic_name,
 )
-from .store import MetadataStore
+from .store import ControllerFenced, MetadataConflict, MetadataStore
 
 TOPIC_CONFIGS = frozenset(
     {
@@ -66,6 +66,8 @@ DYNAMIC_BROKER_CONFIGS = frozenset(
 """Broker configs that can change at run time (the throttles the JBOD tools set)."""
 
 MAX_LONG = (1 << 63) - 1
+ASSIGN_ATTEMPTS = 20
+"""Tries of one directory report against concurrent writers of the same topic key."""
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,10 @@ class Controller(Protocol):
 
     async def assign_replica_dir(self, tp: TopicPartition, node_id: int, dir_id: str) -> None: ...
 
+    async def assign_replica_dirs(
+        self, node_id: int, assignments: Mapping[TopicPartition, str]
+    ) -> None: ...
+
     async def allocate_producer_ids(self, block_size: int) -> int: ...
 
 
@@ -169,6 +175,18 @@ class SingleBrokerController:
 
     def _brokers(self) -> list[int]:
         return sorted(self.store.brokers) or [self.node_id]
+
+    def _plan(
+        self, first: int, count: int, replication_factor: int, manual: list[list[int]] | None
+    ) -> list[PartitionState]:
+        """Replicas, leader and ISR of new partitions ``first .. first+count-1``."""
+        return plan_partitions(
+            first=first,
+            count=count,
+            replication_factor=replication_factor,
+            brokers=self._brokers(),
+            manual=manual,
+        )
 
     def _topic(self, name: str) -> TopicState:
         topic = self.store.topics.get(name)
@@ -194,13 +212,7 @@ class SingleBrokerController:
             raise KafkaError(f"unknown topic config {unknown[0]!r}", ErrorCode.INVALID_CONFIG)
         if assignments:
             num_partitions = len(assignments)
-        parts = plan_partitions(
-            first=0,
-            count=num_partitions,
-            replication_factor=replication_factor,
-            brokers=self._brokers(),
-            manual=assignments or None,
-        )
+        parts = self._plan(0, num_partitions, replication_factor, assignments or None)
         topic = TopicState(name, new_topic_id(), {p.partition: p for p in parts}, dict(configs))
         if not validate_only:
             await self.store.put_topic(topic)
@@ -227,13 +239,7 @@ class SingleBrokerController:
                 ErrorCode.INVALID_PARTITIONS,
             )
         rf = len(next(iter(topic.partitions.values())).replicas)
-        parts = plan_partitions(
-            first=have,
-            count=count - have,
-            replication_factor=rf,
-            brokers=self._brokers(),
-            manual=assignments,
-        )
+        parts = self._plan(have, count - have, rf, assignments)
         if validate_only:
             return
         new = replace(topic, partitions={**topic.partitions, **{p.partition: p for p in parts}})
@@ -300,21 +306,47 @@ class SingleBrokerController:
 
     async def assign_replica_dir(self, tp: TopicPartition, node_id: int, dir_id: str) -> None:
         """Record which directory holds ``node_id``'s replica of ``tp`` (AssignReplicasToDirs)."""
-        topic = self.store.topics.get(tp.topic)
-        part = topic.partitions.get(tp.partition) if topic else None
-        if topic is None or part is None or node_id not in part.replicas:
-            return
-        i = part.replicas.index(node_id)
-        if part.directories[i] == dir_id:
-            return
-        dirs = list(part.directories)
-        dirs[i] = dir_id
-        await self.store.put_topic(
-            replace(
-                topic,
-                partitions={**topic.partitions, tp.partition: replace(part, directories=dirs)},
-            )
-        )
+        await self.assign_replica_dirs(node_id, {tp: dir_id})
+
+    async def assign_replica_dirs(
+        self, node_id: int, assignments: Mapping[TopicPartition, str]
+    ) -> None:
+        """AssignReplicasToDirs for many replicas of ``node_id``: one write per topic.
+
+        Brokers hosting replicas of one topic report at the same moment (right after it was
+        created), and all write the topic's key: a report that lost the race is re-applied to
+        the reloaded topic rather than failing the request that triggered it.
+        """
+        by_topic: dict[str, dict[int, str]] = {}
+        for tp, dir_id in assignments.items():
+            by_topic.setdefault(tp.topic, {})[tp.partition] = dir_id
+        for name, dirs in sorted(by_topic.items()):
+            for attempt in range(ASSIGN_ATTEMPTS):
+                topic = self.store.topics.get(name)
+                if topic is None:
+                    break
+                changed = {}
+                for p, dir_id in dirs.items():
+                    part = topic.partitions.get(p)
+                    if part is None or node_id not in part.replicas:
+                        continue
+                    i = part.replicas.index(node_id)
+                    if part.directories[i] != dir_id:
+                        new_dirs = list(part.directories)
+                        new_dirs[i] = dir_id
+                        changed[p] = replace(part, directories=new_dirs)
+                if not changed:
+                    break
+                try:
+                    await self.store.put_topic(
+                        replace(topic, partitions={**topic.partitions, **changed})
+                    )
+                    break
+                except ControllerFenced:
+                    raise
+                except MetadataConflict:
+                    if attempt == ASSIGN_ATTEMPTS - 1:
+                        raise
 
     async def allocate_producer_ids(self, block_size: int) -> int:
         return await self.store.allocate_producer_ids(block_size)

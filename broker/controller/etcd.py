@@ -11,12 +11,15 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 from spindle.broker.common.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
 
 
 class EtcdError(KafkaError):
@@ -184,6 +187,7 @@ class EtcdClient:
                     return result
             except (aiohttp.ClientError, TimeoutError) as exc:
                 errors.append(f"{endpoint}: {type(exc).__name__}: {exc}")
+                log.warning("etcd call %s to %s failed: %r", path, endpoint, exc)
         raise EtcdError(f"no etcd endpoint answered {path}: {'; '.join(errors)}")
 
     async def get(self, key: bytes) -> KeyValue | None:

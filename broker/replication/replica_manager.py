@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Protocol
 
 from spindle.broker.common.errors import ErrorCode, KafkaError
@@ -78,7 +78,9 @@ class DirectoryAssigner(Protocol):
     """Records which directory holds a broker's replica (the controller's
     AssignReplicasToDirs)."""
 
-    async def assign_replica_dir(self, tp: TopicPartition, node_id: int, dir_id: str) -> None: ...
+    async def assign_replica_dirs(
+        self, node_id: int, assignments: Mapping[TopicPartition, str]
+    ) -> None: ...
 
 
 class AppendNotifier:
@@ -183,6 +185,7 @@ class ReplicaManager:
         """
         ids = self.dir_ids()
         paths = {dir_id: path for path, dir_id in ids.items()}
+        placed: dict[TopicPartition, str] = {}
         for p in topic.partitions.values():
             if self.node_id not in p.replicas:
                 continue
@@ -198,7 +201,9 @@ class ReplicaManager:
                 continue
             dir_id = ids.get(created.logdir_path)
             if dir_id:
-                await self.assigner.assign_replica_dir(tp, self.node_id, dir_id)
+                placed[tp] = dir_id
+        if placed:
+            await self.assigner.assign_replica_dirs(self.node_id, placed)
 
     def delete_local_replica(self, tp: TopicPartition) -> None:
         """Forget ``tp``'s producers and delete its local replica (KafkaError from storage)."""
@@ -279,29 +284,31 @@ class ReplicaManager:
 
     # --- following the metadata ------------------------------------------------------------
 
-    async def follow_metadata(self, interval_s: float) -> None:
-        """Every ``interval_s``: pick up metadata other brokers wrote (:meth:`sync_metadata`),
-        then keep the metadata's replica directories in step with storage
-        (:meth:`report_directories`). Runs until cancelled; a failed round is logged."""
+    async def report_loop(self, interval_s: float) -> None:
+        """Every ``interval_s``: keep the metadata's replica directories in step with storage
+        (:meth:`report_directories`). Runs until cancelled; a failed round is logged. Metadata
+        changes arrive through :meth:`apply_metadata` (the store's watch), not by polling."""
         while True:
             await asyncio.sleep(interval_s)
             try:
-                await self.sync_metadata()
                 await self.report_directories()
             except Exception:
-                log.exception("synchronising with the controller's metadata failed")
+                log.exception("reporting replica directories to the controller failed")
 
     async def sync_metadata(self) -> None:
-        """Reload the metadata from etcd and act on what changed elsewhere: create local
-        replicas of partitions newly assigned here, delete those of deleted topics.
-
-        Until the multi-broker controller pushes changes (LeaderAndIsr/StopReplica), brokers
-        sharing a cluster prefix converge by polling. Replicas are created with
-        ``is_new=False``: while any directory is offline storage refuses, because the replica
-        might be on it.
-        """
+        """Reload the metadata from etcd and act on it (:meth:`apply_metadata`)."""
         before = set(self.metadata.topics)
         await self.metadata.load()
+        await self.apply_metadata(before)
+
+    async def apply_metadata(self, changed_topics: Collection[str] | None = None) -> None:
+        """Act on the metadata as it is now: create local replicas of partitions assigned
+        here, delete those of deleted topics (``changed_topics`` that are gone; None = any
+        local topic the metadata no longer has, after a full reload).
+
+        Replicas are created with ``is_new=False``: while any directory is offline storage
+        refuses, because the replica might be on it.
+        """
         if self.metadata.cluster_id != self.logs.cluster_id:
             # The metadata was wiped or replaced: deleting replicas on its word would lose data.
             log.error(
@@ -311,7 +318,9 @@ class ReplicaManager:
             )
             return
         after = self.metadata.topics
-        for tp in [tp for tp in self.logs.logs() if tp.topic in before - set(after)]:
+        local = self.logs.logs()
+        candidates = {tp.topic for tp in local} if changed_topics is None else set(changed_topics)
+        for tp in [tp for tp in local if tp.topic in candidates and tp.topic not in after]:
             log.info("topic %s was deleted: deleting local replica %s", tp.topic, tp)
             self.delete_local_replica(tp)
         node = self.node_id
@@ -336,8 +345,8 @@ class ReplicaManager:
                     placement[p.tp] = LOST_DIR if int(d.error) else dir_id
             if int(d.error) and dir_id:
                 placement.update(dict.fromkeys(self._assigned_to(dir_id), LOST_DIR))
-        for tp, dir_id in placement.items():
-            await self.assigner.assign_replica_dir(tp, self.node_id, dir_id)
+        if placement:
+            await self.assigner.assign_replica_dirs(self.node_id, placement)
 
     def _assigned_to(self, dir_id: str) -> list[TopicPartition]:
         """The partitions whose replica on this broker the metadata places in ``dir_id``."""

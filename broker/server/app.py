@@ -3,9 +3,16 @@
 Start-up order: metadata first (the cluster id must be known before log directories are
 checked against it), then storage (``LogManager.open``: meta.properties, recovery), then this
 broker's registration with its directory ids, then local replicas for every partition assigned
-here (the replica manager, which then follows the metadata), and only then the listener, so no client ever sees a half-started broker. ``stop()``
-reverses it: stop accepting, let in-flight requests finish (bounded), close connections, close
-storage cleanly (clean-shutdown marker), close the etcd client.
+here (the replica manager), then following the metadata through etcd's watch, and only then
+the listener serves, so no client ever sees a half-started broker. ``stop()`` reverses it: stop
+accepting, let in-flight requests finish (bounded), close connections, close storage cleanly
+(clean-shutdown marker), close the etcd client.
+
+``spindle.controller.mode=elected`` makes the broker one of N: it registers with a session
+(:mod:`spindle.broker.controller.session`), stays fenced until its replicas and their
+directories are known to the metadata, reports offline directories on its session, and
+campaigns for the controller role (:class:`~spindle.broker.controller.cluster.ClusterController`).
+The default ``single`` keeps the one-broker controller.
 """
 
 from __future__ import annotations
@@ -15,12 +22,15 @@ import contextlib
 import logging
 
 from spindle.broker.common.clock import Clock, SystemClock
+from spindle.broker.common.errors import KafkaError
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.common.kafka_uuid import to_kafka_str
+from spindle.broker.controller.cluster import ClusterController
 from spindle.broker.controller.controller import SingleBrokerController
-from spindle.broker.controller.etcd import EtcdClient
+from spindle.broker.controller.etcd import EtcdClient, EtcdError
 from spindle.broker.controller.model import BrokerRegistration
-from spindle.broker.controller.store import MetadataStore
+from spindle.broker.controller.session import BrokerLifecycle
+from spindle.broker.controller.store import MetadataDelta, MetadataStore
 from spindle.broker.group.coordinator import GroupCoordinator
 from spindle.broker.group.store import OFFSETS_TOPIC, PartitionLogs
 from spindle.broker.replication.replica_manager import ReplicaManager
@@ -61,7 +71,21 @@ class BrokerServer:
         self.authorizer: Authorizer = authorizer or AllowAll()
         self.etcd = EtcdClient([e.strip() for e in settings.etcd_endpoints.split(",") if e.strip()])
         self.store = MetadataStore(self.etcd, prefix=settings.etcd_prefix)
-        self.controller = SingleBrokerController(self.store, node_id=settings.node_id)
+        self.controller: SingleBrokerController
+        self.cluster: ClusterController | None = None
+        if settings.controller_mode == "elected":
+            self.cluster = ClusterController(
+                self.store,
+                self.etcd,
+                node_id=settings.node_id,
+                prefix=settings.etcd_prefix,
+                lease_ttl_s=max(2, settings.controller_lease_ms // 1000),
+            )
+            self.controller = self.cluster
+        else:
+            self.controller = SingleBrokerController(self.store, node_id=settings.node_id)
+        self.lifecycle: BrokerLifecycle | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self.logs: LogManager | None = None
         self.apis: KafkaApis | None = None
         self.replicas: ReplicaManager | None = None
@@ -103,9 +127,20 @@ class BrokerServer:
             for d in self.logs.describe_dirs(topics=[])
             if d.directory_id
         ]
-        await self.controller.register(
-            BrokerRegistration(s.node_id, endpoint.host, endpoint.port, s.broker_rack, dirs)
+        registration = BrokerRegistration(
+            s.node_id, endpoint.host, endpoint.port, s.broker_rack, dirs
         )
+        if self.cluster is not None:
+            self.lifecycle = BrokerLifecycle(
+                self.etcd,
+                prefix=s.etcd_prefix,
+                registration=registration,
+                session_timeout_ms=s.broker_session_timeout_ms,
+                heartbeat_interval_ms=s.broker_heartbeat_interval_ms,
+            )
+            await self.lifecycle.register_when_free()
+        else:
+            await self.controller.register(registration)
         self.replicas = ReplicaManager(
             node_id=s.node_id,
             logs=self.logs,
@@ -147,6 +182,13 @@ class BrokerServer:
             asyncio.create_task(self._run_groups(context)),
             asyncio.create_task(compaction.run_forever()),
         ]
+        self.store.add_listener(self._on_metadata)
+        self._tasks.append(asyncio.create_task(self.store.follow()))
+        if self.lifecycle is not None and self.cluster is not None:
+            # Every hosted replica exists and its directory is recorded: ready to lead.
+            await self.lifecycle.set_fenced(False)
+            self._tasks.append(asyncio.create_task(self.lifecycle.run()))
+            await self.cluster.start()
         loop = asyncio.get_running_loop()
 
         def offline_listener(path: str) -> None:  # storage thread -> event loop
@@ -155,7 +197,7 @@ class BrokerServer:
         self.logs.add_offline_listener(offline_listener)
         for path in self.logs.offline_dirs:
             self._on_dir_offline(path)
-        self._reporter = asyncio.create_task(self.replicas.follow_metadata(DIR_REPORT_INTERVAL_S))
+        self._reporter = asyncio.create_task(self.replicas.report_loop(DIR_REPORT_INTERVAL_S))
         if s.metrics_listener:
             host, _, mport = s.metrics_listener.rpartition(":")
             self.metrics = MetricsServer(self.logs, node_id=s.node_id)
@@ -184,6 +226,26 @@ class BrokerServer:
             except Exception:
                 log.exception("group coordinator timers failed")
 
+    async def _on_metadata(self, delta: MetadataDelta) -> None:
+        """The watch applied a change: create or delete local replicas as it says."""
+        if self.replicas is not None and (delta.full or delta.topics):
+            await self.replicas.apply_metadata(None if delta.full else delta.topics)
+
+    async def _report_offline_dir(self, path: str) -> None:
+        """KIP-858: put the failed directory's id on this broker's session (every later
+        heartbeat carries it), so the controller moves leadership off its partitions."""
+        assert self.logs is not None
+        assert self.lifecycle is not None
+        dir_ids = [
+            to_kafka_str(d.directory_id)
+            for d in self.logs.describe_dirs(topics=[])
+            if d.path == path and d.directory_id
+        ]
+        try:
+            await self.lifecycle.report_offline_dirs(dir_ids)
+        except (EtcdError, KafkaError) as exc:
+            log.error("could not report offline directory %s to the controller: %s", path, exc)
+
     def _on_dir_offline(self, path: str) -> None:
         """Called on the loop once per directory going offline (storage's failure handler has
         already stopped its moves and replicas). Kafka keeps serving from the other directories
@@ -196,6 +258,8 @@ class BrokerServer:
             len(online),
             len(self.storage_settings.log_dirs),
         )
+        if self.lifecycle is not None:
+            self._tasks.append(asyncio.create_task(self._report_offline_dir(path)))
         if not online and not self.fatal.is_set():
             self.fatal_reason = (
                 f"all log directories are offline ({', '.join(self.logs.offline_dirs)}): "
@@ -222,7 +286,11 @@ class BrokerServer:
         if self._stopped:
             return
         self._stopped = True
-        for task in [self._reporter, *self._background]:
+        if self.cluster is not None:
+            await self.cluster.stop()  # resign: a successor need not wait for the lease
+        if self.lifecycle is not None:
+            await self.lifecycle.close()  # end the session: leadership moves away now
+        for task in [self._reporter, *self._background, *self._tasks]:
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

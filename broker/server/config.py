@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from spindle.broker.group.settings import GroupSettings
@@ -83,6 +83,33 @@ class BrokerSettings(GroupSettings):
         "/spindle/cluster",
         alias="spindle.etcd.prefix",
         description="Key prefix of this cluster's metadata in etcd (Spindle-specific).",
+    )
+    controller_mode: Literal["single", "elected"] = Field(
+        "single",
+        alias="spindle.controller.mode",
+        description=(
+            "single: this broker is a one-broker cluster and its own controller; elected: a "
+            "multi-broker cluster whose controller is elected through etcd (Spindle-specific)."
+        ),
+    )
+    controller_lease_ms: int = Field(
+        3000,
+        alias="spindle.controller.lease.ms",
+        ge=2000,
+        description="TTL of the controller's etcd lease: how long a dead controller stays "
+        "in office (etcd's minimum is about 2 s; Spindle-specific).",
+    )
+    broker_session_timeout_ms: int = Field(
+        9000,
+        alias="broker.session.timeout.ms",
+        ge=2000,
+        description="A broker that has not heartbeated for this long is declared lost.",
+    )
+    broker_heartbeat_interval_ms: int = Field(
+        2000,
+        alias="broker.heartbeat.interval.ms",
+        ge=100,
+        description="How often a broker renews its session.",
     )
     cluster_id: str | None = Field(
         None,

@@ -1,0 +1,278 @@
+"""The multi-broker controller: the same :class:`~.controller.Controller` operations, plus an
+elected controller that reacts to broker and directory loss.
+
+Every broker runs a :class:`ClusterController`. Two kinds of writes reach etcd:
+
+* **Requested changes** (CreateTopics, CreatePartitions, configs, AlterPartitionReassignments,
+  AssignReplicasToDirs) are validated and written by whichever broker received the request,
+  each as a compare-on-revision transaction on the keys it changes. etcd serialises them, so
+  no broker can overwrite a change it has not seen; this is what Kafka achieves by forwarding
+  such requests to the active controller (KIP-590), with etcd as the single writer.
+* **Controller decisions** -- leadership and ISR changes when a broker's session ends, it is
+  fenced, a directory fails, or a broker comes back -- are made only by the elected controller
+  (:mod:`.election`). While it holds office its store carries the term's fence, so every write
+  also compares the controller key's create revision: a deposed controller's decisions fail
+  in etcd and it steps down. A new controller starts by reconciling the whole cluster, so
+  losses that happened while no controller was active are handled too.
+
+The decisions themselves are the pure functions of :mod:`.partition_change` and
+:mod:`.placement`; this module only feeds them the current view and writes the result.
+What is not here yet (issue #9): ISR expansion (needs follower fetching), AlterPartition from
+leaders, reassignment progress beyond what ISR changes trigger, ElectLeaders and the
+auto-leader-rebalance task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from dataclasses import replace
+
+from spindle.broker.common.errors import ErrorCode, KafkaError
+from spindle.broker.common.ids import TopicPartition
+
+from .controller import SingleBrokerController
+from .election import ControllerElection, ControllerTerm
+from .etcd import EtcdClient
+from .model import PartitionState, TopicState, plan_partitions
+from .partition_change import (
+    NO_LEADER,
+    TopicChanges,
+    acceptable_for,
+    cancel_reassignment,
+    change_partition,
+    on_broker_fenced,
+    on_broker_unfenced,
+    on_dirs_offline,
+    start_reassignment,
+    unclean_enabled,
+)
+from .placement import place_striped, usable_brokers
+from .store import ControllerFenced, MetadataConflict, MetadataDelta, MetadataStore
+
+log = logging.getLogger(__name__)
+
+RECONCILE_ATTEMPTS = 5
+
+
+class ClusterController(SingleBrokerController):
+    """Controller operations for an N-broker cluster, and the elected role (module docstring).
+
+    ``start()`` begins campaigning (the store must be loaded and following its watch);
+    ``stop()`` resigns. Event loop only.
+    """
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        client: EtcdClient,
+        *,
+        node_id: int,
+        prefix: str,
+        lease_ttl_s: int = 3,
+        rng: random.Random | None = None,
+    ) -> None:
+        super().__init__(store, node_id=node_id)
+        self._rng = rng or random.Random()
+        self.election = ControllerElection(
+            client,
+            prefix=prefix,
+            node_id=node_id,
+            lease_ttl_s=lease_ttl_s,
+            on_elected=self._on_elected,
+            on_resigned=self._on_resigned,
+        )
+        self._task: asyncio.Task[None] | None = None
+        self._reconcile_lock = asyncio.Lock()
+        self.decisions = 0
+        """Partition changes this broker wrote as the active controller (for tests and logs)."""
+        store.add_listener(self._on_metadata)
+
+    @property
+    def active(self) -> bool:
+        return self.election.term is not None
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self.election.run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self.election.resign()
+        self.store.fence = None
+
+    # --- the elected role ------------------------------------------------------------------
+
+    async def _on_elected(self, term: ControllerTerm) -> None:
+        self.store.fence = term.fence()
+        self.store.on_fenced = self.election.step_down
+        await self.reconcile()
+
+    async def _on_resigned(self, term: ControllerTerm) -> None:
+        self.store.fence = None
+        self.store.on_fenced = None
+        log.info("node %d is no longer the controller (epoch %d)", self.node_id, term.epoch)
+
+    async def _on_metadata(self, delta: MetadataDelta) -> None:
+        if self.active and (delta.full or delta.sessions or delta.brokers or delta.topics):
+            await self.reconcile()
+
+    def _active_brokers(self) -> set[int]:
+        return {b for b, s in self.store.sessions.items() if not s.wants_fence}
+
+    def _offline_dirs(self) -> dict[int, set[str]]:
+        return {b: set(s.offline_dirs) for b, s in self.store.sessions.items()}
+
+    def plan_reconcile(self) -> TopicChanges:
+        """The leadership/ISR changes the current view calls for (pure, over the store's view):
+        brokers without a live unfenced session leave every leadership and ISR; live brokers'
+        offline directories leave those partitions; live brokers lead leaderless partitions
+        they cleanly can."""
+        active = self._active_brokers()
+        offline = self._offline_dirs()
+        topics = {
+            name: replace(t, partitions=dict(t.partitions)) for name, t in self.store.topics.items()
+        }
+        changes: TopicChanges = {}
+
+        def merge(step: TopicChanges) -> None:
+            for name, parts in step.items():
+                topics[name].partitions.update(parts)
+                changes.setdefault(name, {}).update(parts)
+
+        hosting = {b for t in topics.values() for p in t.partitions.values() for b in p.replicas}
+        for broker in sorted(hosting - active):
+            merge(on_broker_fenced(topics.values(), broker, active=active, offline_dirs=offline))
+        for broker in sorted(active):
+            if offline.get(broker):
+                merge(
+                    on_dirs_offline(
+                        topics.values(),
+                        broker,
+                        offline[broker],
+                        active=active,
+                        offline_dirs=offline,
+                    )
+                )
+        for broker in sorted(active):
+            merge(on_broker_unfenced(topics.values(), broker, active=active, offline_dirs=offline))
+        return changes
+
+    async def reconcile(self) -> None:
+        """Write :meth:`plan_reconcile`'s changes, re-planning if another writer got there
+        first; a fenced write ends the attempt (the election steps this node down)."""
+        async with self._reconcile_lock:
+            for _ in range(RECONCILE_ATTEMPTS):
+                if not self.active:
+                    return
+                changes = self.plan_reconcile()
+                if not changes:
+                    return
+                try:
+                    for name, parts in sorted(changes.items()):
+                        topic = self.store.topics[name]
+                        await self.store.put_topic(
+                            replace(topic, partitions={**topic.partitions, **parts})
+                        )
+                        self.decisions += len(parts)
+                        for p in parts.values():
+                            log.info(
+                                "controller: %s-%d leader %d epoch %d isr %s",
+                                name,
+                                p.partition,
+                                p.leader,
+                                p.leader_epoch,
+                                p.isr,
+                            )
+                except ControllerFenced:
+                    return
+                except MetadataConflict:
+                    continue  # the store reloaded: plan again on the newer view
+
+    # --- requested changes -----------------------------------------------------------------
+
+    def _plan(
+        self, first: int, count: int, replication_factor: int, manual: list[list[int]] | None
+    ) -> list[PartitionState]:
+        """New partitions: manual assignments as given (registered brokers), else Kafka's
+        striped rack-aware placement over usable brokers; leader = first unfenced replica, ISR
+        = unfenced replicas (INVALID_REPLICA_ASSIGNMENT if every replica is fenced)."""
+        active = self._active_brokers()
+        offline = self._offline_dirs()
+        if manual is None:
+            registered = {b: (r.rack, list(r.directories)) for b, r in self.store.brokers.items()}
+            manual = place_striped(
+                count,
+                replication_factor,
+                usable_brokers(
+                    registered,
+                    fenced=set(registered) - active,
+                    offline_dirs=offline,
+                    cordoned_dirs={},
+                ),
+                rng=self._rng,
+            )
+        planned = plan_partitions(
+            first=first,
+            count=count,
+            replication_factor=replication_factor,
+            brokers=sorted(self.store.brokers),
+            manual=manual,
+        )
+        out = []
+        for p in planned:
+            isr = [b for b in p.replicas if b in active]
+            if not isr:
+                raise KafkaError(
+                    f"every broker of partition {p.partition}'s assignment {p.replicas} is "
+                    "fenced or offline",
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                )
+            leaderless = replace(p, leader=NO_LEADER, isr=isr)
+            elected = change_partition(
+                leaderless, acceptable=acceptable_for(p, active=active, offline_dirs={})
+            )
+            out.append(replace(elected or leaderless, leader_epoch=0, partition_epoch=0))
+        return out
+
+    async def alter_reassignment(self, tp: TopicPartition, target: list[int] | None) -> None:
+        """KIP-455 AlterPartitionReassignments for one partition (KIP-236 cancel with None)."""
+        topic = self._topic(tp.topic)
+        part = topic.partitions.get(tp.partition)
+        if part is None:
+            raise KafkaError(f"partition {tp} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        acceptable = acceptable_for(
+            part, active=self._active_brokers(), offline_dirs=self._offline_dirs()
+        )
+        if target is None:
+            new = cancel_reassignment(
+                part, acceptable=acceptable, unclean_allowed=unclean_enabled(topic)
+            )
+        else:
+            self._validate_target(tp, target)
+            new = start_reassignment(part, target, acceptable=acceptable)
+        if new is not None:
+            await self._put_partition(topic, new)
+
+    def _validate_target(self, tp: TopicPartition, target: list[int]) -> None:
+        if not target or len(set(target)) != len(target):
+            raise KafkaError(
+                f"target replicas {target} of {tp} are empty or repeat a broker",
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            )
+        unknown = sorted(set(target) - set(self.store.brokers))
+        if unknown:
+            raise KafkaError(
+                f"target replicas of {tp} name unregistered brokers {unknown}",
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            )
+
+    async def _put_partition(self, topic: TopicState, part: PartitionState) -> None:
+        await self.store.put_topic(
+            replace(topic, partitions={**topic.partitions, part.partition: part})
+        )
