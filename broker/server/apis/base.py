@@ -75,14 +75,30 @@ class ApiContext:
     def topics(self) -> dict[str, TopicState]:
         return self.controller.store.topics
 
+    @property
+    def multi_broker(self) -> bool:
+        return self.settings.controller_mode == "elected"
+
     def brokers(self) -> list[Endpoint]:
-        """Registered brokers (this one as it listens now, the others as registered)."""
+        """Live brokers (this one as it listens now, the others as registered). With an
+        elected controller only brokers with a live session count, as Kafka lists only
+        unfenced-or-alive brokers: clients must not be sent to a dead one."""
+        store = self.controller.store
         others = [
             Endpoint(r.node_id, r.host, r.port, r.rack)
-            for r in self.controller.store.brokers.values()
-            if r.node_id != self.node_id
+            for r in store.brokers.values()
+            if r.node_id != self.node_id and (not self.multi_broker or r.node_id in store.sessions)
         ]
         return sorted([self.endpoint, *others], key=lambda e: e.node_id)
+
+    @property
+    def controller_id(self) -> int:
+        """The controller clients should send admin requests to: the elected one while it is
+        known (any broker accepts them, see ``controller.cluster``), else this broker."""
+        elected = self.controller.store.controller
+        if self.multi_broker and elected is not None:
+            return elected[0]
+        return self.node_id
 
     def allowed(self, ctx: RequestContext, op: Operation, rt: ResourceType, name: str) -> bool:
         return self.authorizer.authorize(ctx, op, rt, name)

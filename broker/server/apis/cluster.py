@@ -132,7 +132,7 @@ async def metadata(broker: ApiContext, ctx: RequestContext, req: Request) -> dic
             for e in broker.brokers()
         ],
         "cluster_id": broker.controller.store.cluster_id,
-        "controller_id": broker.node_id,
+        "controller_id": broker.controller_id,
         "topics": topics_out,
         "authorized_operations": None,
     }
@@ -145,7 +145,7 @@ async def describe_cluster(broker: ApiContext, ctx: RequestContext, req: Request
         "error_message": None,
         "endpoint_type": int(EndpointType.BROKERS),
         "cluster_id": broker.controller.store.cluster_id,
-        "controller_id": broker.node_id,
+        "controller_id": broker.controller_id,
         "brokers": [
             {"broker_id": e.node_id, "host": e.host, "port": e.port, "rack": e.rack}
             for e in broker.brokers()

@@ -213,6 +213,13 @@ def test_killed_broker_leaderships_move_to_in_sync_replicas(cluster: Cluster) ->
     )
     for p in led:
         assert after.topics["failover"].partitions[p].leader in remaining
+    # Clients are told only about live brokers, and who the controller is.
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap(remaining))
+    described = admin.describe_cluster()
+    admin.close()
+    assert after.controller is not None
+    assert {b["broker_id"] for b in described["brokers"]} == remaining
+    assert described["controller_id"] == after.controller[0]
     _round_trip(cluster, remaining, "failover", "after-broker")
 
 
