@@ -27,9 +27,17 @@ from typing import Any
 
 import numpy as np
 from spindle.rebalance.bands import band_floor, count_band
-from spindle.rebalance.goals import BROKER_BYTES, DISK_BYTES, LEADERS, REPLICAS, SOFT_GOALS
+from spindle.rebalance.goals import (
+    BROKER_BYTES,
+    DISK_BYTES,
+    REPLICAS,
+    SOFT_GOALS,
+    BrokerBytes,
+    LeaderCount,
+    ReplicaCount,
+)
+from spindle.rebalance.goals.rack import hosting_racks, rack_limits
 from spindle.rebalance.model import ACTIVE, OFFLINE, Cluster, Goals
-from spindle.rebalance.prepare import hosting_racks, rack_limits
 from spindle.rebalance.scope import Scope
 
 #: Soft goals, in the order the summary lists them.
@@ -74,8 +82,7 @@ def unachievable(cluster: Cluster, scope: Scope, goals: Goals) -> dict[str, dict
     stuck = (~host & ~scope.evacuate)[cluster.rep_dir]
     placed = float(cluster.rep_size[~stuck].sum()) + float(cluster.dir_external()[host].sum())
     mean = placed / float(b_cap.sum()) if b_cap.sum() else 0.0
-    hi_b = np.minimum(goals.broker_balance * mean * b_cap, b_hard)
-    lo_b = np.minimum(band_floor(goals.broker_balance, mean) * b_cap, hi_b)
+    lo_b, hi_b = BrokerBytes(goals).band(mean, b_cap, b_hard)
     recv_b = _recv_b(cluster, scope)
     offline = cluster.dir_state == OFFLINE
 
@@ -98,19 +105,17 @@ def unachievable(cluster: Cluster, scope: Scope, goals: Goals) -> dict[str, dict
         )
     serving = host[cluster.rep_dir]
     n_host = max(int(hb.sum()), 1)
-    for goal, mask, factor in (
-        (REPLICAS, serving, goals.replica_balance),
-        (LEADERS, serving & cluster.rep_leader, goals.leader_balance),
-    ):
-        if goal == LEADERS and goals.leader_reorder:
+    for goal in (ReplicaCount(goals), LeaderCount(goals)):
+        if goal.leaders and goals.leader_reorder:
             continue  # leadership moves without bytes: a closed broker can still gain leaders
+        mask = serving & cluster.rep_leader if goal.leaders else serving
         counts = np.bincount(cluster.rep_broker[mask], minlength=n_b)
-        final = ~stuck & (cluster.rep_leader if goal == LEADERS else True)
+        final = ~stuck & (cluster.rep_leader if goal.leaders else True)
         m = float(final.sum()) / n_host  # evacuated replicas land somewhere: they count
-        lo_c = count_band(factor, m)[0]
+        lo_c = goal.band(m)[0]
         for b in np.flatnonzero(closed & (counts < lo_c)).tolist():
-            out[goal][b] = (
-                why_closed(b) + f"; it keeps {int(counts[b])} {goal} and can only lose some, "
+            out[goal.name][b] = (
+                why_closed(b) + f"; it keeps {int(counts[b])} {goal.name} and can only lose some, "
                 f"below the band's floor {lo_c}"
             )
 

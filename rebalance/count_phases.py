@@ -13,8 +13,10 @@ import time
 
 import numpy as np
 from spindle.rebalance.bands import band_floor
+from spindle.rebalance.goals import CountGoal
+from spindle.rebalance.goals.counts import dir_score, taker_score
 from spindle.rebalance.placement import TRIES, Placer
-from spindle.rebalance.propose import UTIL_WEIGHT, CountRound, Proposals
+from spindle.rebalance.propose import CountRound, Proposals
 
 #: Proposer rounds per count phase at most (each round re-proposes from the live state).
 MAX_ROUNDS = 8
@@ -69,8 +71,8 @@ def _count_round(pl: Placer, *, leaders: bool, phase: str) -> CountRound | None:
     the band take; the givers are the brokers with the most, down to the level at which
     they cover the total deficit (water-filling: the fullest give first, as the
     one-at-a-time search does), each proposing half as many again as it should give."""
-    count = pl.b_leaders if leaders else pl.b_reps
-    hi_c, lo_c = (pl.l_hi, pl.l_lo) if leaders else (pl.c_hi, pl.c_lo)
+    goal = pl.leader_goal if leaders else pl.replica_goal
+    count, lo_c, hi_c = goal.of(pl)
     host = pl.host_b
     may_take = host & pl.recv_broker() & (pl.b_reps + 1 <= pl.c_hi)
     may_give = host & (pl.b_load - pl.b_lo > 0)
@@ -146,8 +148,8 @@ def _dispose(pl: Placer, batch: Proposals, *, leaders: bool, phase: str) -> int:
     The figures read per proposal are mirrored in Python lists (a numpy scalar read costs
     several times a list read) and refreshed for the two brokers and two directories each
     applied move touches."""
-    count = pl.b_leaders if leaders else pl.b_reps
-    hi_c, lo_c = (pl.l_hi, pl.l_lo) if leaders else (pl.c_hi, pl.c_lo)
+    goal = pl.leader_goal if leaders else pl.replica_goal
+    count, lo_c, hi_c = goal.of(pl)
     denom = max(hi_c, 1)
     excess = phase == "excess"
     lo_k = band_floor(pl.g.disk_balance, 1.0)
@@ -191,7 +193,7 @@ def _dispose(pl: Placer, batch: Proposals, *, leaders: bool, phase: str) -> int:
         is_lead = bool(pl.lead[r])
         takers = tak[cuts[k] : cuts[k + 1]]
         if len(takers) > 1:
-            takers.sort(key=lambda t: (cnt[t] / denom + UTIL_WEIGHT * ((load[t] + s) / cap[t]), t))
+            takers.sort(key=lambda t: (taker_score(cnt[t], denom, (load[t] + s) / cap[t]), t))
         for t in takers:
             if not excess and cnt[t] >= lo_c:
                 continue
@@ -209,8 +211,7 @@ def _dispose(pl: Placer, batch: Proposals, *, leaders: bool, phase: str) -> int:
                 u = (a_load[t] + s) / a_cap_safe[t]
                 if by_brokers:
                     u = max(u, lo_util[t])
-                base = (leads[t] / max(l_hi, 1)) if leaders else (reps[t] / max(c_hi, 1))
-                base += 1e-3 * (b_after / cap[t])
+                base = taker_score(cnt[t], denom, b_after / cap[t])
                 best = np.inf
                 for d in dirs_of[t]:
                     if not recv[d] or not dl[d] <= hard[d] - s:
@@ -218,7 +219,7 @@ def _dispose(pl: Placer, batch: Proposals, *, leaders: bool, phase: str) -> int:
                     after = dl[d] + s
                     if after > min(hard[d], db * u * total[d]):
                         continue
-                    score = base + 1e-6 * (after / total[d])
+                    score = dir_score(base, after / total[d])
                     if score < best:
                         target, best = d, score
             pl._dest_s += time.perf_counter() - t0
@@ -244,9 +245,8 @@ def _dispose(pl: Placer, batch: Proposals, *, leaders: bool, phase: str) -> int:
 def _balance_counts_stepwise(pl: Placer, *, leaders: bool) -> None:
     """One move at a time: the most out-of-band broker gives (or takes) one replica, with
     reshaping moves (``_refill``/``_vent``) where byte bands block a count move."""
-    goal = "leaders" if leaders else "reps"
-    count = pl.b_leaders if leaders else pl.b_reps
-    hi_c, lo_c = (pl.l_hi, pl.l_lo) if leaders else (pl.c_hi, pl.c_lo)
+    goal = pl.leader_goal if leaders else pl.replica_goal
+    count, lo_c, hi_c = goal.of(pl)
     recv_b = pl.recv_broker()
     # Candidates per broker, smallest first: one sort per phase, moved ones skipped later.
     pick = ~pl.moved & pl.hosting[pl.cur_d]
@@ -331,7 +331,7 @@ def _vent(pl: Placer, b: int) -> bool:
 
 
 def _give_small(
-    pl: Placer, b: int, goal: str, *, only_broker: int, leaders: bool, tries: int = TRIES
+    pl: Placer, b: int, goal: CountGoal, *, only_broker: int, leaders: bool, tries: int = TRIES
 ) -> bool:
     """Move broker b's smallest replica that may go (to ``only_broker`` if >= 0).
 

@@ -37,9 +37,17 @@ from dataclasses import dataclass
 
 import highspy
 import numpy as np
-from spindle.rebalance.bands import band_floor, count_band
+from spindle.rebalance.goals import (
+    BrokerBytes,
+    Capacity,
+    DiskBytes,
+    LeaderCount,
+    Rack,
+    ReplicaCount,
+    SoftGoal,
+)
+from spindle.rebalance.goals.rack import hosting_racks, rack_limits
 from spindle.rebalance.model import ACTIVE, Cluster, Goals
-from spindle.rebalance.prepare import hosting_racks, rack_limits
 from spindle.rebalance.scope import Scope
 
 #: Largest cluster (replicas) the pipeline hands to the exact planner. Measured on this
@@ -110,6 +118,213 @@ class _Rows:
         )
 
 
+class Model:
+    """The mixed-integer program of one solve, as it is built: the placement binaries
+    ``x[r, d]`` (one per place replica r may end on), the auxiliary columns (each hosting
+    dir's replica bytes ``L_d``, the soft bands' slacks) and the rows. The goals add their
+    own rows (``goals.base.Goal.exact_rows``) through ``band``, ``one_sided`` and ``rows``.
+
+    Byte figures are in units of the largest disk: byte products would pass HiGHS's 1e20
+    "infinity"."""
+
+    def __init__(
+        self, cluster: Cluster, scope: Scope, goals: Goals, *, elastic: bool, onto_holders: bool
+    ) -> None:
+        self.cluster, self.scope, self.goals, self.elastic = cluster, scope, goals, elastic
+        self.inf = highspy.kHighsInf
+        unit = float(max(int(cluster.dir_total.max(initial=1)), 1))
+        self.size = cluster.rep_size.astype(np.float64) / unit
+        self.total = cluster.dir_total.astype(np.float64) / unit
+        self.hard = goals.capacity_threshold * self.total
+        host = scope.hosting
+        self.ext = np.where(host, cluster.dir_external(), 0).astype(np.float64) / unit
+        self.active = host & (cluster.dir_state == ACTIVE)
+        n_d = cluster.n_dirs
+        self.load0 = np.bincount(cluster.rep_dir, weights=self.size, minlength=n_d) + self.ext
+        # A directory above the threshold that no mode rule fixes may not receive.
+        self.recv = scope.receivable & (scope.balance_disks | (self.load0 <= self.hard))
+        self.rows = _Rows()
+        self.aux_cost: list[float] = []
+        self.aux_ub: list[float] = []
+        self._place_columns(onto_holders)
+        self.n_cols = self.n_x
+        self.load_col: dict[int, int] = {}
+        limits = rack_limits(np.diff(cluster.part_start), hosting_racks(cluster, scope))
+        self.limits = limits
+        self.keep_rack = _rack_rule_partitions(cluster, scope, goals, limits)
+        # Soft bands' slacks are priced far above any byte cost.
+        moved_scale = float(self.size.sum()) + 1.0
+        self.w_count = 2.0 * moved_scale
+        self.w_bytes = 1000.0 * moved_scale
+        self.b_cap = np.bincount(
+            cluster.dir_broker, weights=self.total * host, minlength=cluster.n_brokers
+        )
+        serving0 = ~self.stuck
+        placed = float(self.size[serving0].sum() + self.ext[host].sum())
+        self.mean = placed / float(self.b_cap.sum()) if self.b_cap.sum() else 0.0
+        n_host = max(int((self.b_cap > 0).sum()), 1)
+        self.mean_replicas = float(serving0.sum()) / n_host
+        self.mean_leaders = float((cluster.rep_leader & serving0).sum()) / n_host
+
+    def _place_columns(self, onto_holders: bool) -> None:
+        """The x[r, d] binaries: where each replica is (unless that dir must be emptied) and,
+        if the mode lets it move, every receivable dir the mode allows (see the module
+        docstring); replicas that stay put off the model (Offline) are ``stuck``."""
+        c, scope = self.cluster, self.scope
+        rep_dir0, d_b = c.rep_dir, c.dir_broker
+        balances = scope.balance_brokers or scope.balance_disks or scope.balance_counts
+        may_move = scope.evacuate[rep_dir0] | (balances or scope.fix_racks)
+        recv = np.flatnonzero(self.recv).tolist()
+        col_r: list[int] = []
+        col_d: list[int] = []
+        self.stuck = np.zeros(c.n_replicas, bool)
+        for r in range(c.n_replicas):
+            d0 = int(rep_dir0[r])
+            b0 = int(d_b[d0])
+            if not scope.hosting[d0] and not scope.evacuate[d0]:
+                self.stuck[r] = True
+                continue
+            if not scope.evacuate[d0]:
+                col_r.append(r)
+                col_d.append(d0)
+            if not may_move[r]:
+                continue
+            same_ok = bool(scope.intra_ok[b0]) and not bool(scope.must_leave_broker[d0])
+            p = int(c.rep_part[r])
+            siblings = set(c.rep_broker[c.part_start[p] : c.part_start[p + 1]].tolist())
+            for d in recv:
+                if d == d0:
+                    continue
+                if d_b[d] == b0:
+                    if not same_ok:
+                        continue
+                elif not scope.cross_ok or (not onto_holders and int(d_b[d]) in siblings):
+                    # Kafka names replicas by broker: a replica "moving" onto a broker that
+                    # holds the partition already is a reorder of the list (a new preferred
+                    # leader), not a move, and the order is kept unless leader balance is asked.
+                    continue
+                col_r.append(r)
+                col_d.append(d)
+        self.col_r, self.col_d = col_r, col_d
+        self.n_x = len(col_r)
+        self.xr = np.asarray(col_r, np.int64)
+        self.xd = np.asarray(col_d, np.int64)
+        self.xb = d_b[self.xd] if self.n_x else np.zeros(0, np.int64)
+        self.x_lead = c.rep_leader[self.xr]
+        covered = np.bincount(self.xr, minlength=c.n_replicas) > 0
+        self.uncovered = bool((~covered & ~self.stuck).any())
+        self.by_r: list[list[int]] = [[] for _ in range(c.n_replicas)]
+        for j, r in enumerate(col_r):
+            self.by_r[r].append(j)
+        self.by_d: list[list[int]] = [[] for _ in range(c.n_dirs)]
+        for j, d in enumerate(col_d):
+            self.by_d[d].append(j)
+
+    # ------------------------------------------------------------ what goals build with
+
+    def column(self, cost: float, ub: float | None = None) -> int:
+        """A new continuous auxiliary column (cost per unit, upper bound; default none)."""
+        self.aux_cost.append(cost)
+        self.aux_ub.append(self.inf if ub is None else ub)
+        self.n_cols += 1
+        return self.n_cols - 1
+
+    def band(self, cols: list[int], vals: list[float], lo: float, hi: float, weight: float) -> None:
+        """``lo <= sum(vals * cols) <= hi``; elastic: a slack per side priced ``weight``."""
+        if not self.elastic:
+            self.rows.add(cols, vals, lo, hi)
+            return
+        s_up, s_dn = self.column(weight), self.column(weight)
+        self.rows.add([*cols, s_up], [*vals, -1.0], -self.inf, hi)
+        self.rows.add([*cols, s_dn], [*vals, 1.0], lo, self.inf)
+
+    def one_sided(self, cols: list[int], vals: list[float], bound: float, *, upper: bool) -> None:
+        """``sum(vals * cols) <= bound`` (``upper``) or ``>= bound``; elastic: one slack
+        priced as a byte band's."""
+        inf = self.inf
+        if not self.elastic:
+            lo, hi = (-inf, bound) if upper else (bound, inf)
+            self.rows.add(cols, vals, lo, hi)
+            return
+        s = self.column(self.w_bytes)
+        if upper:
+            self.rows.add([*cols, s], [*vals, -1.0], -inf, bound)
+        else:
+            self.rows.add([*cols, s], [*vals, 1.0], bound, inf)
+
+    def dirs_of(self, b: int) -> list[int]:
+        """Broker b's hosting directories."""
+        return np.flatnonzero(self.scope.hosting & (self.cluster.dir_broker == b)).tolist()
+
+    def partition(self, p: int) -> tuple[list[int], list[int]]:
+        """Partition p's x columns, and the brokers of its replicas that stay off the model."""
+        c = self.cluster
+        lo, hi = int(c.part_start[p]), int(c.part_start[p + 1])
+        cols = [j for r in range(lo, hi) for j in self.by_r[r]]
+        fixed_b = [int(c.rep_broker[r]) for r in range(lo, hi) if self.stuck[r]]
+        return cols, fixed_b
+
+    # ------------------------------------------------------------ the model's own rows
+
+    def add_placement(self, h: highspy.Highs) -> None:
+        """The x binaries, each costing the bytes moved when its replica is not where it
+        was, and one row per replica: it ends on exactly one directory."""
+        n_x, xr = self.n_x, self.xr
+        stays = self.xd == self.cluster.rep_dir[xr]
+        cost_x = np.where(stays, 0.0, self.size[xr])
+        h.addVars(n_x, np.zeros(n_x), np.ones(n_x))
+        h.changeColsIntegrality(n_x, np.arange(n_x, dtype=np.int32), np.ones(n_x, np.uint8))
+        h.changeColsCost(n_x, np.arange(n_x, dtype=np.int32), cost_x)
+        for js in self.by_r:
+            if js:
+                self.rows.add(js, [1.0] * len(js), 1.0, 1.0)
+
+    def add_partition_rules(self, rack: Rack) -> None:
+        """One replica per broker per partition, then the rack goal's rows, partition by
+        partition (HiGHS's search path depends on row order: it is kept)."""
+        for p in range(self.cluster.n_partitions):
+            cols, fixed_b = self.partition(p)
+            per_b: dict[int, list[int]] = {}
+            for j in cols:
+                per_b.setdefault(int(self.xb[j]), []).append(j)
+            for b, js in per_b.items():
+                cap = 1 - fixed_b.count(b)
+                if len(js) > cap:
+                    self.rows.add(js, [1.0] * len(js), -self.inf, float(cap))
+            rack.exact_rows(self, p)
+
+    def add_loads(self, capacity: Capacity) -> None:
+        """Auxiliary columns L_d, the replica bytes ending on each hosting dir, so that
+        capacity and band rows name a few columns instead of every replica of a broker
+        (dense rows made the LP relaxation slow); then the capacity goal's row per dir."""
+        for d in np.flatnonzero(self.scope.hosting).tolist():
+            c = self.column(0.0)
+            self.load_col[d] = c
+            js = self.by_d[d]
+            self.rows.add(
+                [*js, c], [*(float(self.size[self.col_r[j]]) for j in js), -1.0], 0.0, 0.0
+            )
+            capacity.exact_rows(self, d)
+
+    def add_bands(self, soft: tuple[SoftGoal, ...]) -> None:
+        """The soft goals' rows, broker by broker, in the order ``soft`` gives."""
+        for b in np.flatnonzero(self.b_cap > 0).tolist():
+            for goal in soft:
+                goal.exact_rows(self, b)
+
+    def flush(self, h: highspy.Highs) -> None:
+        """Hand the auxiliary columns and every row gathered to HiGHS."""
+        n_s = self.n_cols - self.n_x
+        if n_s:
+            h.addVars(n_s, np.zeros(n_s), np.asarray(self.aux_ub, np.float64))
+            h.changeColsCost(
+                n_s,
+                np.arange(self.n_x, self.n_cols, dtype=np.int32),
+                np.asarray(self.aux_cost, np.float64),
+            )
+        self.rows.flush(h)
+
+
 def solve(
     cluster: Cluster,
     scope: Scope,
@@ -127,65 +342,22 @@ def solve(
     left), as the hard rules allow; off by default because Kafka names replicas by broker,
     so such a plan reorders the replica list instead of moving data."""
     t0 = time.perf_counter()
-    inf = highspy.kHighsInf
-    n_r, n_d, n_b = cluster.n_replicas, cluster.n_dirs, cluster.n_brokers
-    # Units of the largest disk: byte products would pass HiGHS's 1e20 "infinity".
-    unit = float(max(int(cluster.dir_total.max(initial=1)), 1))
-    size = cluster.rep_size.astype(np.float64) / unit
-    total = cluster.dir_total.astype(np.float64) / unit
-    hard = goals.capacity_threshold * total
-    ext = np.where(scope.hosting, cluster.dir_external(), 0).astype(np.float64) / unit
-    d_b = cluster.dir_broker
-    host = scope.hosting
-    active = host & (cluster.dir_state == ACTIVE)
-    rep_dir0 = cluster.rep_dir
-    load0 = np.bincount(rep_dir0, weights=size, minlength=n_d) + ext
-    balances = scope.balance_brokers or scope.balance_disks or scope.balance_counts
-    may_move = scope.evacuate[rep_dir0] | (balances or scope.fix_racks)
-    # A directory above the threshold that no mode rule fixes may not receive.
-    recv = scope.receivable & (scope.balance_disks | (load0 <= hard))
-
-    # Columns: x[r, d] binaries, one per place replica r may end on.
-    col_r: list[int] = []
-    col_d: list[int] = []
-    stuck = np.zeros(n_r, bool)  # replicas that stay where they are, off the model (Offline)
-    for r in range(n_r):
-        d0 = int(rep_dir0[r])
-        b0 = int(d_b[d0])
-        if not host[d0] and not scope.evacuate[d0]:
-            stuck[r] = True
-            continue
-        if not scope.evacuate[d0]:
-            col_r.append(r)
-            col_d.append(d0)
-        if not may_move[r]:
-            continue
-        same_ok = bool(scope.intra_ok[b0]) and not bool(scope.must_leave_broker[d0])
-        p = int(cluster.rep_part[r])
-        siblings = set(
-            cluster.rep_broker[cluster.part_start[p] : cluster.part_start[p + 1]].tolist()
-        )
-        for d in np.flatnonzero(recv).tolist():
-            if d == d0:
-                continue
-            if d_b[d] == b0:
-                if not same_ok:
-                    continue
-            elif not scope.cross_ok or (not onto_holders and int(d_b[d]) in siblings):
-                # Kafka names replicas by broker: a replica "moving" onto a broker that holds
-                # the partition already is a reorder of the list (a new preferred leader),
-                # not a move, and the order is kept unless leader balance is asked for.
-                continue
-            col_r.append(r)
-            col_d.append(d)
-    n_x = len(col_r)
-    xr = np.asarray(col_r, np.int64)
-    xd = np.asarray(col_d, np.int64)
-    xb = d_b[xd] if n_x else np.zeros(0, np.int64)
-    covered = np.bincount(xr, minlength=n_r) > 0
-    if (~covered & ~stuck).any():
+    model = Model(cluster, scope, goals, elastic=elastic, onto_holders=onto_holders)
+    if model.uncovered:
         return ExactResult(status="infeasible", seconds=time.perf_counter() - t0)
+    h = _highs(time_limit=time_limit, node_limit=node_limit, rel_gap=rel_gap)
+    model.add_placement(h)
+    model.add_partition_rules(Rack(goals))
+    model.add_loads(Capacity(goals))
+    # The order the rows have always had per broker (HiGHS's search path depends on it).
+    model.add_bands((BrokerBytes(goals), ReplicaCount(goals), LeaderCount(goals), DiskBytes(goals)))
+    model.flush(h)
+    h.run()
+    return _result(h, model, time.perf_counter() - t0)
 
+
+def _highs(*, time_limit: float, node_limit: int, rel_gap: float) -> highspy.Highs:
+    """A quiet, deterministic solver: one thread, a fixed seed, a node limit."""
     h = highspy.Highs()  # type: ignore[no-untyped-call]
     for name, value in (
         ("output_flag", False),
@@ -196,145 +368,15 @@ def solve(
         ("mip_rel_gap", float(rel_gap)),
     ):
         h.setOptionValue(name, value)
-    stays = xd == rep_dir0[xr]
-    # Cost of x: bytes moved when the replica is not where it was.
-    cost_x = np.where(stays, 0.0, size[xr])
-    h.addVars(n_x, np.zeros(n_x), np.ones(n_x))
-    h.changeColsIntegrality(n_x, np.arange(n_x, dtype=np.int32), np.ones(n_x, np.uint8))
-    h.changeColsCost(n_x, np.arange(n_x, dtype=np.int32), cost_x)
-    n_cols = n_x
-    rows = _Rows()
+    return h
 
-    by_r: list[list[int]] = [[] for _ in range(n_r)]
-    for j, r in enumerate(col_r):
-        by_r[r].append(j)
-    for r in range(n_r):
-        if by_r[r]:
-            rows.add(by_r[r], [1.0] * len(by_r[r]), 1.0, 1.0)
 
-    # Partition rules.
-    n_racks = hosting_racks(cluster, scope)
-    limits = rack_limits(np.diff(cluster.part_start), n_racks)
-    rack_of_b = cluster.broker_rack
-    keep_rack = _rack_rule_partitions(cluster, scope, goals, limits)
-    for p in range(cluster.n_partitions):
-        lo, hi = int(cluster.part_start[p]), int(cluster.part_start[p + 1])
-        cols = [j for r in range(lo, hi) for j in by_r[r]]
-        fixed_b = [int(cluster.rep_broker[r]) for r in range(lo, hi) if stuck[r]]
-        per_b: dict[int, list[int]] = {}
-        per_rack: dict[int, list[int]] = {}
-        for j in cols:
-            per_b.setdefault(int(xb[j]), []).append(j)
-            per_rack.setdefault(int(rack_of_b[xb[j]]), []).append(j)
-        for b, js in per_b.items():
-            cap = 1 - fixed_b.count(b)
-            if len(js) > cap:
-                rows.add(js, [1.0] * len(js), -inf, float(cap))
-        if goals.rack_aware and keep_rack[p]:
-            fixed_racks = [int(rack_of_b[b]) for b in fixed_b]
-            for rk, js in per_rack.items():
-                cap = int(limits[p]) - fixed_racks.count(rk)
-                if len(js) > cap:
-                    rows.add(js, [1.0] * len(js), -inf, float(cap))
-
-    by_d: list[list[int]] = [[] for _ in range(n_d)]
-    for j, d in enumerate(col_d):
-        by_d[d].append(j)
-    # Auxiliary continuous columns: the replica bytes ending on each hosting dir (L_d), so
-    # that capacity and band rows name a few columns instead of every replica of a broker
-    # (dense rows made the LP relaxation slow).
-    aux_cost: list[float] = []
-    aux_ub: list[float] = []
-
-    def column(cost: float, ub: float = inf) -> int:
-        nonlocal n_cols
-        aux_cost.append(cost)
-        aux_ub.append(ub)
-        n_cols += 1
-        return n_cols - 1
-
-    load_col: dict[int, int] = {}
-    for d in np.flatnonzero(host).tolist():
-        c = column(0.0)
-        load_col[d] = c
-        js = by_d[d]
-        rows.add([*js, c], [*(float(size[col_r[j]]) for j in js), -1.0], 0.0, 0.0)
-        # Capacity (the dir's external bytes count against it too).
-        if scope.balance_disks or load0[d] <= hard[d] or recv[d]:
-            rows.add([c], [1.0], -inf, float(hard[d] - ext[d]))
-
-    # Soft bands, elastic: slack columns priced far above any byte cost.
-    moved_scale = float(size.sum()) + 1.0
-    w_count = 2.0 * moved_scale
-    w_bytes = 1000.0 * moved_scale
-    slack_cols: list[int] = []
-
-    def band(cols: list[int], vals: list[float], lo: float, hi: float, weight: float) -> None:
-        if not elastic:
-            rows.add(cols, vals, lo, hi)
-            return
-        s_up, s_dn = column(weight), column(weight)
-        slack_cols.extend((s_up, s_dn))
-        rows.add([*cols, s_up], [*vals, -1.0], -inf, hi)
-        rows.add([*cols, s_dn], [*vals, 1.0], lo, inf)
-
-    b_cap = np.bincount(d_b, weights=total * host, minlength=n_b)
-    hb = b_cap > 0
-    serving0 = ~stuck
-    placed = float(size[serving0].sum() + ext[host].sum())
-    mean = placed / float(b_cap.sum()) if b_cap.sum() else 0.0
-    n_host = max(int(hb.sum()), 1)
-    x_lead = cluster.rep_leader[xr]
-    m_r = float(serving0.sum()) / n_host
-    m_l = float((cluster.rep_leader & serving0).sum()) / n_host
-    for b in np.flatnonzero(hb).tolist():
-        dirs = np.flatnonzero(host & (d_b == b)).tolist()
-        if scope.balance_brokers:
-            e = float(ext[dirs].sum())
-            lo = band_floor(goals.broker_balance, mean) * b_cap[b] - e
-            hi = goals.broker_balance * mean * b_cap[b] - e
-            band([load_col[d] for d in dirs], [1.0] * len(dirs), lo, hi, w_bytes)
-        if scope.balance_counts:
-            cols = [j for d in dirs for j in by_d[d]]
-            band(cols, [1.0] * len(cols), *count_band(goals.replica_balance, m_r), w_count)
-            lcols = [j for j in cols if x_lead[j]]
-            band(lcols, [1.0] * len(lcols), *count_band(goals.leader_balance, m_l), w_count)
-        if scope.balance_disks:
-            act = [d for d in dirs if active[d]]
-            a_cap = float(total[act].sum())
-            e_act = float(ext[act].sum())
-            for d in act:
-                # (L_d + ext_d) / T_d within f x (Active load) / a_cap, multiplied out:
-                # a_cap * (L_d + ext_d) - f * T_d * (sum of L + ext over Active dirs).
-                for f, upper in (
-                    (goals.disk_balance, True),
-                    (band_floor(goals.disk_balance, 1.0), False),
-                ):
-                    cols_d = [load_col[dd] for dd in act]
-                    vals_d = [(a_cap if dd == d else 0.0) - f * total[d] for dd in act]
-                    const = a_cap * ext[d] - f * total[d] * e_act
-                    if not elastic:
-                        lo_d, hi_d = (-inf, -const) if upper else (-const, inf)
-                        rows.add(cols_d, vals_d, lo_d, hi_d)
-                        continue
-                    s = column(w_bytes)
-                    slack_cols.append(s)
-                    if upper:
-                        rows.add([*cols_d, s], [*vals_d, -1.0], -inf, -const)
-                    else:
-                        rows.add([*cols_d, s], [*vals_d, 1.0], -const, inf)
-    n_s = n_cols - n_x
-    if n_s:
-        h.addVars(n_s, np.zeros(n_s), np.asarray(aux_ub, np.float64))
-        h.changeColsCost(
-            n_s, np.arange(n_x, n_cols, dtype=np.int32), np.asarray(aux_cost, np.float64)
-        )
-    rows.flush(h)
-    h.run()
+def _result(h: highspy.Highs, model: Model, seconds: float) -> ExactResult:
+    """The solve's outcome as an ``ExactResult`` (see its statuses)."""
     status = h.getModelStatus()
     info = h.getInfo()
-    seconds = time.perf_counter() - t0
     has_sol = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    n_cols = model.n_cols
     if status == highspy.HighsModelStatus.kInfeasible:
         return ExactResult(status="infeasible", seconds=seconds, variables=n_cols)
     if status == highspy.HighsModelStatus.kTimeLimit:
@@ -343,13 +385,16 @@ def solve(
         return ExactResult(status="timeLimit", seconds=seconds, variables=n_cols)
     if not has_sol:
         return ExactResult(status="unknown", seconds=seconds, variables=n_cols)
+    cluster, n_x = model.cluster, model.n_x
     values = np.asarray(h.getSolution().col_value)
     chosen = values[:n_x] > 0.5
+    rep_dir0 = cluster.rep_dir
     cur_d = rep_dir0.astype(np.int64).copy()
-    cur_d[xr[chosen]] = xd[chosen]
-    cur_b = d_b[cur_d].astype(np.int64)
+    cur_d[model.xr[chosen]] = model.xd[chosen]
+    cur_b = cluster.dir_broker[cur_d].astype(np.int64)
     moved = cur_d != rep_dir0
-    violation = float(values[n_x:] @ np.asarray(aux_cost)) if n_s else 0.0
+    n_s = n_cols - n_x
+    violation = float(values[n_x:] @ np.asarray(model.aux_cost)) if n_s else 0.0
     return ExactResult(
         status="optimal" if status == highspy.HighsModelStatus.kOptimal else "feasible",
         cur_broker=cur_b,

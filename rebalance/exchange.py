@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from spindle.rebalance.bands import band_floor
-from spindle.rebalance.prepare import hosting_racks, rack_limits
+from spindle.rebalance.goals import CountGoal
+from spindle.rebalance.goals.rack import hosting_racks, rack_limits
 
 if TYPE_CHECKING:
     from spindle.rebalance.core import Planner
@@ -93,14 +94,11 @@ class _Exchanger:
 
     # ------------------------------------------------------------------ state
 
-    def _viol(self, goal: str) -> np.ndarray:
+    def _viol(self, goal: CountGoal) -> np.ndarray:
         """Per broker: how far its count is outside the band (below counts only where it may
         receive; a broker that cannot receive can only lose)."""
         pl = self.pl
-        if goal == "reps":
-            cnt, hi, lo = pl.b_reps, pl.c_hi, pl.c_lo
-        else:
-            cnt, hi, lo = pl.b_leaders, pl.l_hi, pl.l_lo
+        cnt, lo, hi = goal.of(pl)
         over = np.maximum(cnt - hi, 0)
         under = np.where(self.recv_b, np.maximum(lo - cnt, 0), 0)
         return np.where(pl.host_b, over + under, 0)
@@ -156,12 +154,13 @@ class _Exchanger:
 
     def run(self) -> int:
         pl = self.pl
-        stuck: dict[tuple[str, int], set[int]] = {}
-        budget = 8 * self.c.n_brokers + int(self._viol("reps").sum() + self._viol("leaders").sum())
+        stuck: dict[tuple[CountGoal, int], set[int]] = {}
+        goals = (pl.replica_goal, pl.leader_goal)
+        budget = 8 * self.c.n_brokers + int(self._viol(goals[0]).sum() + self._viol(goals[1]).sum())
         while budget > 0 and not pl.capped:
             budget -= 1
-            best: tuple[int, str, int] = (0, "", -1)
-            for goal in ("reps", "leaders"):
+            best: tuple[int, CountGoal | None, int] = (0, None, -1)
+            for goal in goals:
                 v = self._viol(goal)
                 for b in np.argsort(-v, kind="stable").tolist():
                     if v[b] <= 0:
@@ -172,8 +171,9 @@ class _Exchanger:
                         break
             if best[2] < 0:
                 break
-            _, goal, b = best
-            touched = self._fix(goal, b)
+            _, found, b = best
+            assert found is not None  # b >= 0 came with its goal
+            touched = self._fix(found, b)
             if touched:
                 self.made += 1
                 # An offender that found no exchange is tried again once a broker it tried
@@ -181,15 +181,14 @@ class _Exchanger:
                 for key in [k for k, tried in stuck.items() if tried & touched]:
                     del stuck[key]
             else:
-                stuck[goal, b] = self._last_tried
+                stuck[found, b] = self._last_tried
         return self.made
 
-    def _fix(self, goal: str, b: int) -> set[int]:
+    def _fix(self, goal: CountGoal, b: int) -> set[int]:
         """One exchange that lowers broker b's violation of ``goal``: the two brokers it
         touched, or an empty set (then ``_last_tried`` holds the brokers tried)."""
         pl = self.pl
-        cnt = pl.b_reps if goal == "reps" else pl.b_leaders
-        hi, lo = (pl.c_hi, pl.c_lo) if goal == "reps" else (pl.l_hi, pl.l_lo)
+        cnt, lo, hi = goal.of(pl)
         over = bool(cnt[b] > hi)
         hosts = np.flatnonzero(pl.host_b)
         if over:
@@ -237,7 +236,7 @@ class _Exchanger:
 
     # ------------------------------------------------------------------ search
 
-    def _count_table(self, a: int, b: int, goal: str) -> tuple[np.ndarray, np.ndarray]:
+    def _count_table(self, a: int, b: int, goal: CountGoal) -> tuple[np.ndarray, np.ndarray]:
         """The count rules of an exchange from A = a to B = b by class: rows are out-sets
         ((replicas - 1) * 3 + leaders; row 2, one replica and two leaders, cannot occur),
         columns in-replicas (none, follower, leader). Returns (allowed, fall of ``goal``):
@@ -251,20 +250,18 @@ class _Exchanger:
         fall: dict[str, np.ndarray] = {}
         ok_t = np.ones((6, 3), bool)
         ok_t[2] = False
-        for g, cnt, hi, lo, d_o, d_i in (
-            ("reps", pl.b_reps, pl.c_hi, pl.c_lo, n_o_t, n_i_t),
-            ("leaders", pl.b_leaders, pl.l_hi, pl.l_lo, l_o_t, l_i_t),
-        ):
+        for g, d_o, d_i in ((pl.replica_goal, n_o_t, n_i_t), (pl.leader_goal, l_o_t, l_i_t)):
+            cnt, lo, hi = g.of(pl)
             va, vb = self._cviol(cnt[a], hi, lo, a), self._cviol(cnt[b], hi, lo, b)
             wa = self._cviol(cnt[a] - d_o + d_i, hi, lo, a)
             wb = self._cviol(cnt[b] + d_o - d_i, hi, lo, b)
             ok_t &= (wa <= va) & (wb <= vb)
-            fall[g] = va + vb - wa - wb
-        ok_t &= fall[goal] > 0
-        return ok_t, fall[goal]
+            fall[g.name] = va + vb - wa - wb
+        ok_t &= fall[goal.name] > 0
+        return ok_t, fall[goal.name]
 
     def _best_exchange(
-        self, a: int, b: int, goal: str, table: tuple[np.ndarray, np.ndarray]
+        self, a: int, b: int, goal: CountGoal, table: tuple[np.ndarray, np.ndarray]
     ) -> tuple[float, float, list[tuple[int, int]]] | None:
         """Best exchange with A = a giving one or two replicas to B = b and B giving back none
         or one: (-violation fall, bytes moved, [(replica, destination dir)]) or None.

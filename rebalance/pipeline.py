@@ -13,12 +13,12 @@ import numpy as np
 from spindle.rebalance import exact
 from spindle.rebalance.achievable import classify, unachievable
 from spindle.rebalance.core import Outcome, plan_core
-from spindle.rebalance.goals import BROKER_BYTES, DISK_BYTES, LEADERS, REPLICAS
+from spindle.rebalance.goals import soft_goals
+from spindle.rebalance.goals.base import dir_loads
 from spindle.rebalance.model import Cluster, Goals, PlanError
 from spindle.rebalance.prepare import Prepared, prepare_local
 from spindle.rebalance.report import (
     build_plan,
-    dir_loads,
     figures,
     hard_violations,
     lower_bounds,
@@ -234,13 +234,9 @@ def _goal_status(
     impossible = unachievable(cluster, scope, goals)
     status: dict[str, Any] = {}
     unmet: list[dict[str, Any]] = []
-    for key, on in (
-        (BROKER_BYTES, scope.balance_brokers),
-        (DISK_BYTES, scope.balance_disks),
-        (REPLICAS, scope.balance_counts),
-        (LEADERS, scope.balance_counts),
-    ):
-        if not on:
+    for goal in soft_goals(goals):
+        key = goal.name
+        if not goal.in_scope(scope):
             status[key] = {"status": "notInScope"}
             continue
         found = (

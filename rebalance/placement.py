@@ -14,13 +14,13 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from spindle.rebalance.goals import CountGoal
+from spindle.rebalance.goals.counts import dir_score, taker_score
+from spindle.rebalance.goals.scoring import byte_dest_score, with_misses
 from spindle.rebalance.state import PlannerState
 
 #: How many candidate replicas of one directory are tried before giving up on it for a need.
 TRIES = 24
-#: How much a destination directory's own fullness counts next to its broker's when ranking
-#: destinations for byte moves: a tie-breaker (larger weights were measured: no gain).
-DIR_WEIGHT = 1e-3
 
 
 class Placer(PlannerState):
@@ -42,7 +42,7 @@ class Placer(PlannerState):
         *,
         strict: bool,
         only_broker: int = -1,
-        goal: str = "bytes",
+        goal: CountGoal | None = None,
         joined: bool = False,
     ) -> int:
         """``_dest_cross``, timed (the profile reports destination scoring separately)."""
@@ -61,12 +61,13 @@ class Placer(PlannerState):
         *,
         strict: bool,
         only_broker: int,
-        goal: str,
+        goal: CountGoal | None,
         joined: bool,
     ) -> int:
         """Best directory on another broker for r, or -1. ``strict``: the destination broker and
         directory stay inside their bands (and count bands), as balancing moves must; otherwise
-        the bands only rank the choices (evacuations must go somewhere)."""
+        the bands only rank the choices (evacuations must go somewhere). ``goal``: the count
+        goal a count move works on, which then ranks the takers (None: a byte move)."""
         if only_broker >= 0:
             # One broker's few dirs: check the partition rules once, not over every dir.
             # ``joined``: the caller checked the partition rules for this taker already.
@@ -74,7 +75,7 @@ class Placer(PlannerState):
                 return -1
             cand = self.dirs_of[only_broker]
             cand = cand[self.recv[cand] & (self.dir_load[cand] <= self.hard[cand] - self.size_f[r])]
-            if strict and goal != "bytes" and len(cand):
+            if strict and goal is not None and len(cand):
                 return self._dest_count_move(r, cand, only_broker, goal)
         else:
             cand = np.flatnonzero(self._cross_mask(r))
@@ -90,26 +91,23 @@ class Placer(PlannerState):
         lead_ok = ~np.bool_(self.lead[r]) | (self.b_leaders[b] + 1 <= self.l_hi)
         util = b_after / self._b_cap_safe[b]
         dutil = dir_after / self.total[cand]
-        if goal == "bytes":
-            # Counts rank byte moves but do not forbid them: the count phase evens them later
-            # with the smallest replicas, which costs far fewer bytes than refusing here.
-            score = util + DIR_WEIGHT * dutil + 0.02 * ~reps_ok + 0.02 * ~lead_ok
-        elif goal == "reps":
-            score = self.b_reps[b] / max(self.c_hi, 1) + 1e-3 * util + 1e-6 * dutil
+        if goal is None:
+            score = byte_dest_score(util, dutil, reps_ok, lead_ok)
         else:
-            score = self.b_leaders[b] / max(self.l_hi, 1) + 1e-3 * util + 1e-6 * dutil
+            count, _, hi_c = goal.of(self)
+            score = dir_score(taker_score(count[b], max(hi_c, 1), util), dutil)
         if strict:
             keep = in_band & dir_in
-            if goal != "bytes":
+            if goal is not None:
                 keep &= reps_ok & lead_ok
             if not keep.any():
                 return -1
             score = np.where(keep, score, np.inf)
         else:
-            score = score + 10.0 * ~in_band + 1.0 * ~dir_in + 0.5 * ~reps_ok + 0.5 * ~lead_ok
+            score = with_misses(score, in_band, dir_in, reps_ok, lead_ok)
         return int(cand[int(np.argmin(score))])
 
-    def _dest_count_move(self, r: int, cand: np.ndarray, b: int, goal: str) -> int:
+    def _dest_count_move(self, r: int, cand: np.ndarray, b: int, goal: CountGoal) -> int:
         """``dest_cross`` for a count move to one given broker b (the count phases' hot path):
         the broker-level bands are scalars, so they are checked once before any directory is
         scored; the score is computed exactly as ``dest_cross`` does, so the choice is too."""
@@ -125,11 +123,8 @@ class Placer(PlannerState):
             return -1
         util = b_after / self._b_cap_safe[b]
         dutil = dir_after / self.total[cand]
-        if goal == "reps":
-            base = self.b_reps[b] / max(self.c_hi, 1)
-        else:
-            base = self.b_leaders[b] / max(self.l_hi, 1)
-        score = np.where(keep, base + 1e-3 * util + 1e-6 * dutil, np.inf)
+        count, _, hi_c = goal.of(self)
+        score = np.where(keep, dir_score(taker_score(count[b], max(hi_c, 1), util), dutil), np.inf)
         return int(cand[int(np.argmin(score))])
 
     def dest_intra(self, r: int, *, strict: bool) -> int:

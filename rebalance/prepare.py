@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from spindle.rebalance.goals.rack import hosting_racks, rack_limits
 from spindle.rebalance.model import I32, I64, Cluster
 from spindle.rebalance.propose import CountProposer, LocalProposer
 from spindle.rebalance.scope import Scope
@@ -34,18 +35,6 @@ class Prepared:
     #: Proposes the count phases' moves in rounds (numpy or Spark, like this preparation);
     #: the Spark one keeps its replica table on disk for as long as it lives.
     proposer: CountProposer | None = field(default=None, compare=False, repr=False)
-
-
-def hosting_racks(cluster: Cluster, scope: Scope) -> int:
-    """Racks that will still hold replicas: the "where racks allow" of rack awareness."""
-    brokers = np.unique(cluster.dir_broker[scope.hosting])
-    return len(np.unique(cluster.broker_rack[brokers])) if len(brokers) else 0
-
-
-def rack_limits(replication: I64, n_racks: int) -> I64:
-    """``max_per_rack`` for many partitions at once."""
-    limits = np.maximum(1, -(-replication // max(n_racks, 1))).astype(np.int64)
-    return limits
 
 
 def prepare_local(cluster: Cluster, scope: Scope) -> Prepared:

@@ -28,11 +28,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+from spindle.rebalance.goals.counts import taker_score as goal_taker_score
 from spindle.rebalance.model import B8, F64, I64, Cluster
 
-#: The Planner's score's weight of the taker's byte fullness next to its count (see
-#: ``core.Planner._dest_count_move``); here and there the same expression.
-UTIL_WEIGHT = 1e-3
 #: Candidate x taker (x partition slot) cells one pairing step holds at most (bounded memory
 #: per task: a few tens of MB).
 PAIR_CELLS = 1 << 21
@@ -105,9 +103,9 @@ class CountProposer(Protocol):
 
 
 def taker_score(count: F64 | I64, denom: int, b_load: F64, size: F64, b_cap: F64) -> F64:
-    """The count phases' taker score: fewer of the counted thing first, byte fullness after
-    (one expression, written the same way in Spark)."""
-    out: F64 = count / denom + UTIL_WEIGHT * ((b_load + size) / b_cap)
+    """The count goals' taker score (``goals.counts.taker_score``) of receiving ``size``
+    bytes (written the same way in Spark)."""
+    out: F64 = goal_taker_score(count.astype(np.float64), denom, (b_load + size) / b_cap)
     return out
 
 

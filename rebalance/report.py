@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 from spindle.rebalance.bands import band_floor
-from spindle.rebalance.goals import BROKER_BYTES, DISK_BYTES, LEADERS, REPLICAS
+from spindle.rebalance.goals import Capacity, hard_goals, soft_goals
+from spindle.rebalance.goals.base import Placed, dir_loads
 from spindle.rebalance.model import ACTIVE, OFFLINE, STATES, Cluster, Goals
-from spindle.rebalance.prepare import hosting_racks, rack_limits
 from spindle.rebalance.scope import Scope
 
 
@@ -64,27 +64,6 @@ def build_plan(
     return {"version": 1, "partitions": entries}
 
 
-def dir_loads(cluster: Cluster, scope: Scope, cur_dir: np.ndarray) -> np.ndarray:
-    """Bytes on each directory for a placement: replicas plus external bytes; directories
-    that do not host (Offline, emptied) count their replicas only."""
-    rep = np.bincount(cur_dir, weights=cluster.rep_size, minlength=cluster.n_dirs)
-    return rep + np.where(scope.hosting, cluster.dir_external(), 0)
-
-
-def broker_loads(
-    cluster: Cluster, scope: Scope, cur_dir: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per-directory load and capacity, then per-broker load and capacity over hosting
-    directories, and which brokers host at all: what every balance figure starts from."""
-    host = scope.hosting
-    load = dir_loads(cluster, scope, cur_dir)
-    total = cluster.dir_total.astype(float)
-    n_b = cluster.n_brokers
-    b_load = np.bincount(cluster.dir_broker, weights=load * host, minlength=n_b)
-    b_cap = np.bincount(cluster.dir_broker, weights=total * host, minlength=n_b)
-    return load, total, b_load, b_cap, b_cap > 0
-
-
 def figures(
     cluster: Cluster,
     scope: Scope,
@@ -96,60 +75,19 @@ def figures(
     """Balance figures of a placement and which soft goals it meets. Only hosting directories
     and brokers that keep at least one count; replicas stranded on Offline dirs are left out
     of counts (they serve nothing)."""
+    placed = Placed.of(cluster, scope, goals, cur_broker, cur_dir, leader)
     host = scope.hosting
-    n_b = cluster.n_brokers
-    load, total, b_load, b_cap, hb = broker_loads(cluster, scope, cur_dir)
+    b_load, b_cap = placed.b_load, placed.b_cap
     mean = float(b_load.sum() / b_cap.sum()) if b_cap.sum() else 0.0
-    util = np.divide(b_load, b_cap, out=np.zeros(n_b), where=hb)
-    active = host & (cluster.dir_state == ACTIVE)
-    a_load = np.bincount(cluster.dir_broker, weights=load * active, minlength=n_b)
-    a_cap = np.bincount(cluster.dir_broker, weights=total * active, minlength=n_b)
-    a_mean = np.divide(a_load, a_cap, out=np.zeros(n_b), where=a_cap > 0)[cluster.dir_broker]
-    d_util = np.divide(load, total, out=np.zeros(cluster.n_dirs), where=total > 0)
-    ratio = np.divide(d_util, a_mean, out=np.ones(cluster.n_dirs), where=a_mean > 0)
-    serving = host[cur_dir]
-    reps = np.bincount(cur_broker[serving], minlength=n_b)[hb]
-    lead = cluster.rep_leader if leader is None else leader
-    leaders = np.bincount(cur_broker[serving & lead], minlength=n_b)[hb]
-
-    def band(
-        values: np.ndarray, factor: float, *, integer: bool, mean: float | None = None
-    ) -> dict[str, Any]:
-        if len(values) == 0:
-            return {"mean": 0, "max": 0, "min": 0, "met": True}
-        m = float(values.mean()) if mean is None else mean
-        hi = np.ceil(factor * m) if integer else factor * m
-        lo = np.floor(band_floor(factor, m)) if integer else band_floor(factor, m)
-        tol = 0 if integer else 1e-9 * max(m, 1e-12)
-        out = int(((values > hi + tol) | (values < lo - tol)).sum())
-        return {
-            "mean": round(m, 6),
-            "max": round(float(values.max()), 6),
-            "min": round(float(values.min()), 6),
-            "maxOverMean": round(float(values.max()) / m, 6) if m else 0.0,
-            "minOverMean": round(float(values.min()) / m, 6) if m else 0.0,
-            "outOfBand": out,
-            "met": out == 0,
-        }
-
-    db = goals.disk_balance
-    disk_out = active & (a_mean > 0) & ((ratio > db + 1e-9) | (ratio < band_floor(db, 1.0) - 1e-9))
-    over = host & (load > goals.capacity_threshold * total + 0.5)
-    return {
-        "meanUtilisation": round(mean, 6),
-        # Cluster mean utilisation is bytes over capacity (Cruise Control's), not a mean of means.
-        BROKER_BYTES: band(util[hb], goals.broker_balance, integer=False, mean=mean),
-        DISK_BYTES: {
-            "max": round(float(ratio[active].max()), 6) if active.any() else 0.0,
-            "min": round(float(ratio[active].min()), 6) if active.any() else 0.0,
-            "outOfBand": int(disk_out.sum()),
-            "met": not disk_out.any(),
-        },
-        REPLICAS: band(reps.astype(float), goals.replica_balance, integer=True),
-        LEADERS: band(leaders.astype(float), goals.leader_balance, integer=True),
-        "dirsOverCapacityThreshold": int(over.sum()),
-        "maxDirUtilisation": round(float(d_util[host].max()), 6) if host.any() else 0.0,
-    }
+    out: dict[str, Any] = {"meanUtilisation": round(mean, 6)}
+    for goal in soft_goals(goals):
+        out[goal.name] = goal.figures(placed)
+    d_util = np.divide(
+        placed.load, placed.total, out=np.zeros(cluster.n_dirs), where=placed.total > 0
+    )
+    out["dirsOverCapacityThreshold"] = int(Capacity(goals).over(placed).sum())
+    out["maxDirUtilisation"] = round(float(d_util[host].max()), 6) if host.any() else 0.0
+    return out
 
 
 def _ternary_min(f: Any, lo: np.ndarray, hi: np.ndarray, steps: int = 80) -> np.ndarray:
@@ -318,47 +256,10 @@ def hard_violations(
                 f"partition {cluster.part_topic[p]}-{int(cluster.part_num[p])}: a replica moves "
                 f"onto broker {cluster.broker_ids[cur_broker[r]]}, which held the partition"
             )
-    if goals.rack_aware:
-        n_racks = hosting_racks(cluster, scope)
-        limits = rack_limits(np.diff(cluster.part_start), n_racks)
-        rk = (
-            cluster.rep_part.astype(np.int64) * (len(cluster.racks) + 1)
-            + cluster.broker_rack[cur_broker]
-        )
-        uniq, counts = np.unique(rk, return_counts=True)
-        part = uniq // (len(cluster.racks) + 1)
-        crowded = np.unique(part[counts > limits[part]])
-        touched = np.unique(cluster.rep_part[moved])
-        if scope.fix_racks:
-            offenders = crowded
-        else:
-            before = np.unique(
-                cluster.rep_part.astype(np.int64) * (len(cluster.racks) + 1)
-                + cluster.broker_rack[cluster.rep_broker],
-                return_counts=True,
-            )
-            was = np.unique(
-                (before[0] // (len(cluster.racks) + 1))[
-                    before[1] > limits[before[0] // (len(cluster.racks) + 1)]
-                ]
-            )
-            offenders = np.setdiff1d(np.intersect1d(crowded, touched), was)
-        for p in offenders[:5].tolist():
-            problems.append(
-                f"partition {cluster.part_topic[p]}-{int(cluster.part_num[p])} has replicas "
-                "sharing a rack although racks allow otherwise"
-            )
-    if check_capacity:
-        load = dir_loads(cluster, scope, cur_dir)
-        limit = goals.capacity_threshold * cluster.dir_total
-        received = np.zeros(cluster.n_dirs, bool)
-        received[cur_dir[moved]] = True
-        over = scope.hosting & received & (load > limit + 0.5)
-        for d in np.flatnonzero(over)[:5].tolist():
-            problems.append(
-                f"broker {cluster.broker_ids[cluster.dir_broker[d]]} dir {cluster.dir_path[d]} "
-                f"receives replicas and ends above the capacity threshold"
-            )
+    placed = Placed.of(cluster, scope, goals, cur_broker, cur_dir)
+    for goal in hard_goals(goals):
+        if check_capacity or not isinstance(goal, Capacity):
+            problems.extend(goal.violations(placed, limit=5))
     offline_dest = moved & (cluster.dir_state[cur_dir] == OFFLINE)
     if offline_dest.any():
         problems.append("a replica placed on an Offline directory")
@@ -431,75 +332,6 @@ def offenders(
     """The brokers or directories outside a soft goal's band after the plan, each with the
     most specific reason known, so that an operator can tell a real limit from a planner one.
     """
-    out: list[dict[str, Any]] = []
-    offline_b = np.zeros(cluster.n_brokers, bool)
-    offline_b[cluster.dir_broker[cluster.dir_state == OFFLINE]] = True
-    host = scope.hosting
-    n_b = cluster.n_brokers
-    load, total, b_load, b_cap, hb = broker_loads(cluster, scope, cur_dir)
-    blocked = (
-        "broker has an Offline directory: Kafka answers AlterReplicaLogDirs there with "
-        "KAFKA_STORAGE_ERROR, so its disks are not rebalanced and it receives no replicas"
-    )
-    generic = (
-        "no single move of an unmoved replica fixes it without breaking a hard rule or another band"
-    )
-    if goal == DISK_BYTES:
-        active = host & (cluster.dir_state == ACTIVE)
-        a_load = np.bincount(cluster.dir_broker, weights=load * active, minlength=n_b)
-        a_cap = np.bincount(cluster.dir_broker, weights=total * active, minlength=n_b)
-        mean = np.divide(a_load, a_cap, out=np.zeros(n_b), where=a_cap > 0)[cluster.dir_broker]
-        ratio = np.divide(
-            load / np.maximum(total, 1), mean, out=np.ones(cluster.n_dirs), where=mean > 0
-        )
-        db = goals.disk_balance
-        bad = np.flatnonzero(
-            active & (mean > 0) & ((ratio > db + 1e-9) | (ratio < band_floor(db, 1.0) - 1e-9))
-        )
-        for d in bad[:limit].tolist():
-            b = int(cluster.dir_broker[d])
-            why = blocked if offline_b[b] else generic
-            if not offline_b[b] and ratio[d] > db:
-                on = cluster.rep_size[cur_dir == d]
-                if 0 < len(on) <= 3:
-                    why = (
-                        f"holds {len(on)} replica(s), the smallest of {int(on.min())} bytes; "
-                        "moving it would leave this disk below its band or overfill another"
-                    )
-            out.append(
-                {
-                    "broker": int(cluster.broker_ids[b]),
-                    "path": cluster.dir_path[d],
-                    "utilisationOverBrokerMean": round(float(ratio[d]), 4),
-                    "why": why,
-                }
-            )
-        return out
-    if goal == BROKER_BYTES:
-        c_mean = float(b_load.sum() / b_cap.sum()) if b_cap.sum() else 0.0
-        util = np.divide(b_load, b_cap, out=np.zeros(n_b), where=hb)
-        bb = goals.broker_balance
-        bad = np.flatnonzero(
-            hb & ((util > bb * c_mean + 1e-12) | (util < band_floor(bb, c_mean) - 1e-12))
-        )
-        values = util / c_mean if c_mean else util
-    else:
-        leaders = goal == LEADERS
-        lead = cluster.rep_leader if leader is None else leader
-        serving = host[cur_dir] & (lead if leaders else True)
-        counts = np.bincount(cur_broker[serving], minlength=n_b).astype(float)
-        m = float(counts[hb].mean()) if hb.any() else 0.0
-        f = goals.leader_balance if leaders else goals.replica_balance
-        bad = np.flatnonzero(
-            hb & ((counts > np.ceil(f * m)) | (counts < np.floor(band_floor(f, m))))
-        )
-        values = counts
-    for b in bad[:limit].tolist():
-        out.append(
-            {
-                "broker": int(cluster.broker_ids[b]),
-                "value": round(float(values[b]), 4),
-                "why": blocked if offline_b[b] else generic,
-            }
-        )
-    return out
+    placed = Placed.of(cluster, scope, goals, cur_broker, cur_dir, leader)
+    (found,) = [g for g in soft_goals(goals) if g.name == goal]
+    return found.violations(placed, limit=limit)

@@ -19,8 +19,9 @@ import sys
 from typing import Any
 
 import numpy as np
+from spindle.rebalance.goals.rack import hosting_racks, rack_limits
 from spindle.rebalance.model import Cluster
-from spindle.rebalance.prepare import Prepared, hosting_racks, rack_limits
+from spindle.rebalance.prepare import Prepared
 from spindle.rebalance.propose_spark import SparkProposer
 from spindle.rebalance.scope import Scope
 

@@ -13,9 +13,10 @@ a leading underscore are the greedy's own caches. Not thread-safe; one instance 
 from __future__ import annotations
 
 import numpy as np
-from spindle.rebalance.bands import band_floor, count_band
+from spindle.rebalance.goals import BrokerBytes, LeaderCount, ReplicaCount
+from spindle.rebalance.goals.rack import hosting_racks, rack_limits
 from spindle.rebalance.model import ACTIVE, STATES, Cluster, Goals
-from spindle.rebalance.prepare import Prepared, hosting_racks, rack_limits
+from spindle.rebalance.prepare import Prepared
 from spindle.rebalance.propose import CountProposer, LocalProposer
 from spindle.rebalance.scope import Request, Scope
 
@@ -82,14 +83,15 @@ class PlannerState:
         self.host_b = self.b_cap > 0
         cap_sum = float(self.b_cap.sum())
         self.mean_util = placed_bytes / cap_sum if cap_sum > 0 else 0.0
-        bb = goals.broker_balance
-        self.b_hi: np.ndarray = np.minimum(bb * self.mean_util * self.b_cap, self.b_hard)
-        self.b_lo: np.ndarray = np.minimum(band_floor(bb, self.mean_util) * self.b_cap, self.b_hi)
+        self.b_lo, self.b_hi = BrokerBytes(goals).band(self.mean_util, self.b_cap, self.b_hard)
         n_host = max(int(self.host_b.sum()), 1)
         mean_reps = int((~rep_stuck).sum()) / n_host
         mean_leaders = int((cluster.rep_leader & ~rep_stuck).sum()) / n_host
-        self.c_lo, self.c_hi = count_band(goals.replica_balance, mean_reps)
-        self.l_lo, self.l_hi = count_band(goals.leader_balance, mean_leaders)
+        #: The count goals, whose bands follow.
+        self.replica_goal = ReplicaCount(goals)
+        self.leader_goal = LeaderCount(goals)
+        self.c_lo, self.c_hi = self.replica_goal.band(mean_reps)
+        self.l_lo, self.l_hi = self.leader_goal.band(mean_leaders)
 
         self.n_racks = hosting_racks(cluster, scope)
         self.rack_limit = rack_limits(np.diff(cluster.part_start), self.n_racks)

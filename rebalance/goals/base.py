@@ -1,0 +1,187 @@
+"""What every planner goal answers, and the figures a placement is judged by.
+
+Why one interface (Cruise Control's ``analyzer/goals/Goal.java``): the greedy, the exact
+model, the report and the reachability check each need the same few answers about a goal --
+is it in the mode's scope, what is its band, which brokers or directories are outside it,
+how does it rank a destination, what are its rows in the mixed-integer program. With one
+object per goal those answers sit together, so a new goal is one module, and the callers
+loop over goals instead of naming them.
+
+``Placed`` is a placement's loads recomputed from replica positions alone: the report's
+independent view, which shares nothing with the greedy's running totals.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+from spindle.rebalance.bands import band_floor
+from spindle.rebalance.model import OFFLINE, Cluster, Goals
+from spindle.rebalance.scope import Scope
+
+if TYPE_CHECKING:
+    from spindle.rebalance.exact import Model
+
+Value = TypeVar("Value", float, npt.NDArray[np.float64])
+
+#: How much a taker's byte fullness counts next to its count in the count goals' scores:
+#: a tie-breaker between takers of equal count.
+UTIL_WEIGHT = 1e-3
+#: How much a directory's own fullness counts in the count goals' destination score: a
+#: tie-breaker between the taker's directories.
+DIR_UTIL_WEIGHT = 1e-6
+
+#: Why an offender is out of band when it sits on a broker with an Offline directory.
+BLOCKED = (
+    "broker has an Offline directory: Kafka answers AlterReplicaLogDirs there with "
+    "KAFKA_STORAGE_ERROR, so its disks are not rebalanced and it receives no replicas"
+)
+#: Why an offender is out of band otherwise.
+GENERIC = (
+    "no single move of an unmoved replica fixes it without breaking a hard rule or another band"
+)
+
+
+def dir_loads(cluster: Cluster, scope: Scope, cur_dir: np.ndarray) -> np.ndarray:
+    """Bytes on each directory for a placement: replicas plus external bytes; directories
+    that do not host (Offline, emptied) count their replicas only."""
+    rep = np.bincount(cur_dir, weights=cluster.rep_size, minlength=cluster.n_dirs)
+    return rep + np.where(scope.hosting, cluster.dir_external(), 0)
+
+
+def broker_loads(
+    cluster: Cluster, scope: Scope, cur_dir: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per-directory load and capacity, then per-broker load and capacity over hosting
+    directories, and which brokers host at all: what every balance figure starts from."""
+    host = scope.hosting
+    load = dir_loads(cluster, scope, cur_dir)
+    total = cluster.dir_total.astype(float)
+    n_b = cluster.n_brokers
+    b_load = np.bincount(cluster.dir_broker, weights=load * host, minlength=n_b)
+    b_cap = np.bincount(cluster.dir_broker, weights=total * host, minlength=n_b)
+    return load, total, b_load, b_cap, b_cap > 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Placed:
+    """A placement and its loads, recomputed from where each replica ends."""
+
+    cluster: Cluster
+    scope: Scope
+    goals: Goals
+    cur_broker: np.ndarray
+    cur_dir: np.ndarray
+    #: Which replica leads each partition (None: as in the snapshot).
+    leader: np.ndarray | None
+    load: np.ndarray
+    total: np.ndarray
+    b_load: np.ndarray
+    b_cap: np.ndarray
+    #: Brokers with at least one hosting directory.
+    hb: np.ndarray
+
+    @classmethod
+    def of(
+        cls,
+        cluster: Cluster,
+        scope: Scope,
+        goals: Goals,
+        cur_broker: np.ndarray,
+        cur_dir: np.ndarray,
+        leader: np.ndarray | None = None,
+    ) -> Placed:
+        load, total, b_load, b_cap, hb = broker_loads(cluster, scope, cur_dir)
+        return cls(
+            cluster=cluster,
+            scope=scope,
+            goals=goals,
+            cur_broker=cur_broker,
+            cur_dir=cur_dir,
+            leader=leader,
+            load=load,
+            total=total,
+            b_load=b_load,
+            b_cap=b_cap,
+            hb=hb,
+        )
+
+    def offline_brokers(self) -> np.ndarray:
+        out = np.zeros(self.cluster.n_brokers, bool)
+        out[self.cluster.dir_broker[self.cluster.dir_state == OFFLINE]] = True
+        return out
+
+
+def band_figures(
+    values: np.ndarray, factor: float, *, integer: bool, mean: float | None = None
+) -> dict[str, Any]:
+    """A balance goal's figures over per-broker values: mean, extremes, how many are out of
+    the band around the mean, and whether none is."""
+    if len(values) == 0:
+        return {"mean": 0, "max": 0, "min": 0, "met": True}
+    m = float(values.mean()) if mean is None else mean
+    hi = np.ceil(factor * m) if integer else factor * m
+    lo = np.floor(band_floor(factor, m)) if integer else band_floor(factor, m)
+    tol = 0 if integer else 1e-9 * max(m, 1e-12)
+    out = int(((values > hi + tol) | (values < lo - tol)).sum())
+    return {
+        "mean": round(m, 6),
+        "max": round(float(values.max()), 6),
+        "min": round(float(values.min()), 6),
+        "maxOverMean": round(float(values.max()) / m, 6) if m else 0.0,
+        "minOverMean": round(float(values.min()) / m, 6) if m else 0.0,
+        "outOfBand": out,
+        "met": out == 0,
+    }
+
+
+def broker_offenders(
+    placed: Placed, bad: np.ndarray, values: np.ndarray, limit: int
+) -> list[dict[str, Any]]:
+    """Offending brokers as the summary lists them, each with the most specific reason."""
+    offline_b = placed.offline_brokers()
+    ids = placed.cluster.broker_ids
+    return [
+        {
+            "broker": int(ids[b]),
+            "value": round(float(values[b]), 4),
+            "why": BLOCKED if offline_b[b] else GENERIC,
+        }
+        for b in bad[:limit].tolist()
+    ]
+
+
+class Goal(ABC):
+    """One planner goal. Hard goals (``hard``) must hold or the plan is refused; soft goals
+    keep a figure inside a band where the hard rules allow."""
+
+    #: The summary's key for this goal (``goalStatus``, ``before``/``after``, ``unmet``).
+    name: ClassVar[str]
+    hard: ClassVar[bool] = False
+
+    def __init__(self, settings: Goals) -> None:
+        self.settings = settings
+
+    @abstractmethod
+    def in_scope(self, scope: Scope) -> bool:
+        """Whether the mode works on this goal (a goal out of scope is reported, not fixed)."""
+
+    @abstractmethod
+    def violations(self, placed: Placed, *, limit: int) -> list[Any]:
+        """What breaks the goal in a placement (at most ``limit`` entries), each saying why."""
+
+    def exact_rows(self, model: Model, b: int) -> None:
+        """Add this goal's rows for broker ``b`` to the exact model (none by default)."""
+        del model, b
+
+
+class SoftGoal(Goal):
+    """A balance goal: a figure per broker (or directory) within a band around its mean."""
+
+    @abstractmethod
+    def figures(self, placed: Placed) -> dict[str, Any]:
+        """The summary's balance figures of this goal for a placement."""

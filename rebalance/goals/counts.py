@@ -1,0 +1,113 @@
+"""Soft goals on counts: each broker's replica count, and its leader count, within the band
+around the mean (Cruise Control's ReplicaDistributionGoal and LeaderReplicaDistributionGoal).
+
+The two differ only in what is counted (every serving replica, or the leaders among them)
+and in their balance factor, so they share one class; the count phases, the exchanges and
+the proposer rounds read a count goal's ``of(state)`` instead of choosing arrays by name.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+from spindle.rebalance.bands import band_floor, count_band
+from spindle.rebalance.goals.base import (
+    DIR_UTIL_WEIGHT,
+    UTIL_WEIGHT,
+    Placed,
+    SoftGoal,
+    Value,
+    band_figures,
+    broker_offenders,
+)
+from spindle.rebalance.scope import Scope
+
+if TYPE_CHECKING:
+    from spindle.rebalance.exact import Model
+    from spindle.rebalance.state import PlannerState
+
+
+def taker_score(count: Value, denom: int, util: Value) -> Value:
+    """A count goal's score of a taking broker: fewer of the counted thing first (``denom``:
+    the band's top, at least 1), byte fullness ``util`` after the move next. Lower is better.
+    Written once: the stepwise search, the proposer rounds (numpy and, the same expression,
+    Spark) and the driver's re-check all rank takers with it."""
+    return count / denom + UTIL_WEIGHT * util
+
+
+def dir_score(taker: Value, dutil: Value) -> Value:
+    """A count move's destination directory: the taker's score, then the directory's own
+    fullness ``dutil`` after the move."""
+    return taker + DIR_UTIL_WEIGHT * dutil
+
+
+class CountGoal(SoftGoal):
+    """Per broker, how many serving replicas (or leaders) it holds, within the band."""
+
+    #: Leaders only (else every serving replica).
+    leaders: ClassVar[bool]
+    #: A byte move's destination that would push this count out of band ranks this much
+    #: worse (counts rank byte moves but do not forbid them: the count phases even them out
+    #: later with the smallest replicas, far cheaper than refusing the byte move).
+    RANK_WEIGHT = 0.02
+    #: Refusing nothing (an evacuation must go somewhere), this much.
+    MISS_WEIGHT = 0.5
+
+    def in_scope(self, scope: Scope) -> bool:
+        return scope.balance_counts
+
+    def factor(self) -> float:
+        s = self.settings
+        return s.leader_balance if self.leaders else s.replica_balance
+
+    def band(self, mean: float) -> tuple[int, int]:
+        """The band around ``mean`` as whole counts (see ``bands.count_band``)."""
+        return count_band(self.factor(), mean)
+
+    def of(self, st: PlannerState) -> tuple[np.ndarray, int, int]:
+        """The planner's live counts of this goal per broker, and the band ``(lo, hi)``."""
+        if self.leaders:
+            return st.b_leaders, st.l_lo, st.l_hi
+        return st.b_reps, st.c_lo, st.c_hi
+
+    def _counts(self, placed: Placed) -> np.ndarray:
+        lead = placed.cluster.rep_leader if placed.leader is None else placed.leader
+        serving = placed.scope.hosting[placed.cur_dir]
+        if self.leaders:
+            serving = serving & lead
+        return np.bincount(placed.cur_broker[serving], minlength=placed.cluster.n_brokers)
+
+    def figures(self, placed: Placed) -> dict[str, Any]:
+        counts = self._counts(placed)[placed.hb]
+        return band_figures(counts.astype(float), self.factor(), integer=True)
+
+    def violations(self, placed: Placed, *, limit: int) -> list[Any]:
+        hb = placed.hb
+        counts = self._counts(placed).astype(float)
+        m = float(counts[hb].mean()) if hb.any() else 0.0
+        f = self.factor()
+        bad = np.flatnonzero(
+            hb & ((counts > np.ceil(f * m)) | (counts < np.floor(band_floor(f, m))))
+        )
+        return broker_offenders(placed, bad, counts, limit)
+
+    def exact_rows(self, model: Model, b: int) -> None:
+        """The replicas (leaders) ending on the broker's hosting dirs within the band."""
+        if not model.scope.balance_counts:
+            return
+        cols = [j for d in model.dirs_of(b) for j in model.by_d[d]]
+        if self.leaders:
+            cols = [j for j in cols if model.x_lead[j]]
+        mean = model.mean_leaders if self.leaders else model.mean_replicas
+        model.band(cols, [1.0] * len(cols), *self.band(mean), model.w_count)
+
+
+class ReplicaCount(CountGoal):
+    name = "replicas"
+    leaders = False
+
+
+class LeaderCount(CountGoal):
+    name = "leaders"
+    leaders = True
