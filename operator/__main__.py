@@ -40,23 +40,33 @@ def _parser() -> argparse.ArgumentParser:
         default="authenticated",
         help="whether viewing the dashboard needs a token (actions always do)",
     )
+    run.add_argument(
+        "--dashboard-secure-cookies",
+        action="store_true",
+        help="mark the dashboard's session cookie Secure (served over HTTPS, e.g. a TLS Ingress)",
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     if args.dashboard:
-        host, port = parse_listen(args.dashboard)
+        try:
+            host, port = parse_listen(args.dashboard)
+        except ValueError as exc:
+            parser.error(str(exc))
         serve_dashboard(
             DashboardSettings(
                 host=host,
                 port=port,
                 read_access=args.dashboard_read,
                 namespaces=tuple(args.namespace),
+                secure_cookies=args.dashboard_secure_cookies,
             )
         )
     kopf.run(

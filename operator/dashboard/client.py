@@ -99,6 +99,13 @@ class AsyncKube:
             config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         return cls(configuration)
 
+    @classmethod
+    def from_kubeconfig(cls, path: str) -> AsyncKube:
+        """Credentials from an explicit kubeconfig file (tests, scripts)."""
+        configuration = client.Configuration()
+        config.load_kube_config(config_file=path, client_configuration=configuration)  # type: ignore[no-untyped-call]
+        return cls(configuration)
+
     def _ssl(self) -> ssl.SSLContext | bool:
         cfg = self._config
         if not cfg.host.startswith("https"):

@@ -187,7 +187,7 @@ subjects:
 def _volume_status(name: str, used_gib: float, replicas: int) -> dict[str, Any]:
     used = int(used_gib * GI)
     return {
-        "state": "Active",
+        "state": STATES.get(name, "Active"),
         "usedBytes": used,
         "usableBytes": GI - used,
         "totalBytes": GI,
@@ -202,6 +202,10 @@ USAGE = {
     for b in range(3)
     for v in range(3)
 }
+
+
+# examples/logvolume.yaml cordons demo-2's third disk; the broker would report it Cordoned.
+STATES = {"demo-2-data-2": "Cordoned"}
 
 
 @pytest.fixture(scope="session")
@@ -277,6 +281,12 @@ def shots() -> Path:
 def usage() -> dict[str, tuple[float, int]]:
     """The (used GiB, replica count) written into each example LogVolume's status."""
     return dict(USAGE)
+
+
+@pytest.fixture(scope="session")
+def states() -> dict[str, str]:
+    """The state written into each example LogVolume's status."""
+    return {name: STATES.get(name, "Active") for name in USAGE}
 
 
 @pytest.fixture(name="wait_for", scope="session")

@@ -125,7 +125,12 @@ def log_in(page: Any, token: str) -> None:
 
 
 def test_overview_shows_the_example_cluster_with_usage_bars_per_volume(
-    browser: Any, dashboard_url: str, demo: Any, shots: Path, usage: dict[str, tuple[float, int]]
+    browser: Any,
+    dashboard_url: str,
+    demo: Any,
+    shots: Path,
+    usage: dict[str, tuple[float, int]],
+    states: dict[str, str],
 ) -> None:
     page = context(browser, dashboard_url).new_page()
     page.goto("/")
@@ -141,14 +146,15 @@ def test_overview_shows_the_example_cluster_with_usage_bars_per_volume(
         for v in range(3):
             used, replicas = usage[f"demo-{b}-data-{v}"]
             row = card.locator(f'tr[data-volume="{demo.name}/demo-{b}-data-{v}"]')
-            assert row.get_attribute("data-state") == "Active"
+            state = states[f"demo-{b}-data-{v}"]
+            assert row.get_attribute("data-state") == state
             assert float(row.get_attribute("data-used")) == pytest.approx(used, abs=1e-3)
             width = row.locator("rect.fill").get_attribute("width")
             assert float(width.rstrip("%")) == pytest.approx(100 * used, abs=0.01)
-            assert row.locator(".bar").get_attribute("class").split()[1] == "state-Active"
+            assert row.locator(".bar").get_attribute("class").split()[1] == f"state-{state}"
             cells = row.locator("td").all_inner_texts()
             assert cells[-1] == str(replicas)
-            assert f"{used:.1f}" in cells[2] or f"{used * 1024:.1f} MiB" in cells[2]
+            assert f"{used * 1024:.1f} MiB / 1.0 GiB · {100 * used:.1f}%" in cells[1]
     page.screenshot(path=str(shots / "overview.png"), full_page=True)
 
 

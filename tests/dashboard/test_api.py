@@ -1,0 +1,125 @@
+"""The JSON endpoints and event stream in-process (no browser), against the real API server,
+with reads set to "authenticated" and the dashboard serving one named namespace (a watch per
+namespace, as a Role-only install needs)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import aiohttp
+import pytest
+from spindle.operator.dashboard import DashboardSettings, start
+from spindle.operator.dashboard.client import AsyncKube
+
+BROKER = """
+apiVersion: spindle.io/v1alpha1
+kind: Broker
+metadata: {name: solo}
+spec: {brokerId: 7, cluster: solo, rack: r1, volumes: [{id: 0, size: 1Gi}]}
+"""
+
+
+@pytest.fixture(scope="module")
+def scoped(spindle_crds: Any) -> Iterator[tuple[str, str]]:
+    """A namespace outside the operator's (no reconciler here) and a token for a user with
+    no rights at all: authenticated, so allowed to read when reads need only that."""
+    name = f"api-{uuid.uuid4().hex[:8]}"
+    spindle_crds.kubectl("create", "namespace", name)
+    spindle_crds.kubectl("-n", name, "create", "serviceaccount", "reader")
+    token = spindle_crds.kubectl("-n", name, "create", "token", "reader").stdout.strip()
+    try:
+        yield name, token
+    finally:
+        spindle_crds.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def test_authenticated_reads_need_a_token_the_api_server_accepts_and_events_stream_changes(
+    spindle_crds: Any, scoped: tuple[str, str]
+) -> None:
+    namespace, token = scoped
+    settings = DashboardSettings(
+        port=_free_port(), read_access="authenticated", namespaces=(namespace,), keepalive_seconds=1
+    )
+    running = await start(settings, AsyncKube.from_kubeconfig(str(spindle_crds.kubeconfig)))
+    base = running.url.rstrip("/")
+    bearer = {"Authorization": f"Bearer {token}"}
+    try:
+        await asyncio.wait_for(running.store.ready.wait(), 30)
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"{base}/api/v1/overview") as answer:
+                assert answer.status == 401
+            async with http.get(
+                f"{base}/api/v1/overview", headers={"Authorization": "Bearer nonsense"}
+            ) as answer:
+                assert answer.status == 401
+            async with http.get(f"{base}/", allow_redirects=False) as answer:
+                assert answer.status == 303
+                assert answer.headers["Location"].startswith("/login?next=")
+            async with http.get(f"{base}/api/v1/whoami", headers=bearer) as answer:
+                assert (await answer.json())[
+                    "username"
+                ] == f"system:serviceaccount:{namespace}:reader"
+            async with http.get(f"{base}/api/v1/watch?kinds=Broker", headers=bearer) as stream:
+                assert stream.headers["Content-Type"] == "text/event-stream"
+                await asyncio.to_thread(
+                    spindle_crds.kubectl, "-n", namespace, "apply", "-f", "-", input=BROKER
+                )
+                change = await asyncio.wait_for(_next_change(stream), 30)
+            assert change == {
+                "kind": "Broker",
+                "namespace": namespace,
+                "name": "solo",
+                "type": "ADDED",
+            }
+            async with http.get(f"{base}/api/v1/overview", headers=bearer) as answer:
+                overview = await answer.json()
+            (cluster,) = overview["clusters"]
+            assert cluster["brokers"][0]["name"] == "solo"
+            assert cluster["brokers"][0]["rack"] == "r1"
+            async with http.post(
+                f"{base}/api/v1/brokers/{namespace}/solo/approve", headers=bearer
+            ) as answer:
+                assert answer.status == 404  # no such action on Brokers
+            async with http.post(
+                f"{base}/login", data={"token": "nonsense", "next": "/"}
+            ) as answer:
+                assert answer.status == 401
+    finally:
+        await running.stop()
+
+
+async def _next_change(stream: aiohttp.ClientResponse) -> dict[str, Any]:
+    event = ""
+    async for raw in stream.content:
+        line = raw.decode().rstrip("\n")
+        if line.startswith("event: "):
+            event = line[7:]
+        elif line.startswith("data: ") and event == "change":
+            data: dict[str, Any] = json.loads(line[6:])
+            return data
+    raise AssertionError("the event stream ended")
+
+
+def test_the_operator_refuses_a_malformed_dashboard_address() -> None:
+    result = subprocess.run(
+        ["spindle-operator", "run", "--dashboard", "8081"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "--dashboard expects HOST:PORT" in result.stderr
