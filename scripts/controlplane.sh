@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Start, stop or inspect the local Kubernetes control plane (etcd, kube-apiserver,
-# kube-controller-manager built from Go modules; see e2e/README.md).
+# Start, stop or inspect the local Kubernetes cluster (etcd, kube-apiserver,
+# kube-controller-manager, and with --node a node: kube-scheduler, containerd, kubelet,
+# kube-proxy, CoreDNS, StorageClass spindle-local; all built from Go modules, see e2e/README.md).
 #
-#   scripts/controlplane.sh up        start it in the background (no-op when already up)
-#   scripts/controlplane.sh down      stop every process `up` started
-#   scripts/controlplane.sh env       print `export KUBECONFIG=… PATH=…` (eval "$(… env)")
-#   scripts/controlplane.sh status    exit 0 when running, 3 when not
-#   scripts/controlplane.sh versions  print the version of every binary
+#   scripts/controlplane.sh up [--node]   start it in the background (no-op when already up)
+#   scripts/controlplane.sh down          stop everything `up` started, clean the node up
+#   scripts/controlplane.sh env           print `export KUBECONFIG=… PATH=…` (eval "$(… env)")
+#   scripts/controlplane.sh status        exit 0 when running, 3 when not
+#   scripts/controlplane.sh versions [--node]  print the version of every binary
+#   scripts/controlplane.sh import-image ARCHIVE...   load image archives into the node
+#   scripts/controlplane.sh fail-volume|restore-volume PV MODE   break/mend one PV's file system
+#                                     (MODE: read-only, full, permissions, io-error)
 #
 # State (certificates, etcd data, logs, kubeconfig) lives in $SPINDLE_CONTROLPLANE_DIR,
 # default <repo>/.run/controlplane; the kubeconfig is <that dir>/kubeconfig.
@@ -19,14 +23,18 @@ PYTHON="$ROOT/.venv/bin/python"
 [[ -x "$PYTHON" ]] || PYTHON=python3
 cmd="${1:-}"
 case "$cmd" in
-    up | down | env | status | versions) ;;
+    up | down | env | status | versions | import-image | fail-volume | restore-volume) ;;
     *)
-        sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2
         exit 2
         ;;
 esac
-if [[ "$cmd" == up && ! -x "$SPINDLE_CACHE/bin/kube-apiserver" ]]; then
+if [[ "$cmd" == up ]]; then
+    # Both installers do nothing when their binaries are built already.
     SPINDLE_ROOT="$ROOT" bash "$ROOT/scripts/install.d/10-controlplane.sh"
+    if [[ " ${*:2} " == *" --node "* ]]; then
+        SPINDLE_ROOT="$ROOT" bash "$ROOT/scripts/install.d/20-node.sh"
+    fi
 fi
 # -P: never put the current directory on sys.path (the repository root has an operator/
 # folder that would shadow the standard library module of that name).

@@ -1,7 +1,10 @@
-"""``python -m controlplane up|down|env|status [--dir DIR]`` (run by scripts/controlplane.sh).
+"""``python -m controlplane COMMAND --dir DIR`` (run by scripts/controlplane.sh).
 
-``up`` starts the control plane and leaves it running in the background; ``down`` stops what
-``up`` recorded in DIR; ``env`` prints shell ``export`` lines for KUBECONFIG and PATH.
+``up [--node]`` starts the cluster and leaves it running in the background; ``down`` stops what
+``up`` recorded in DIR (draining and cleaning up the node); ``env`` prints shell ``export`` lines
+for KUBECONFIG and PATH; ``status`` exits 0 when running; ``versions`` prints every binary's
+version; ``import-image ARCHIVE`` loads an image archive into the node's containerd;
+``fail-volume PV MODE`` / ``restore-volume PV MODE`` break or mend one PV's file system.
 """
 
 from __future__ import annotations
@@ -11,34 +14,75 @@ import shlex
 import sys
 from pathlib import Path
 
-from controlplane.local import (
-    Binaries,
-    ControlPlaneError,
-    LocalControlPlane,
-    iter_versions,
-    running_server,
-    stop_recorded,
-)
+from controlplane import images, volumes
+from controlplane.binaries import Binaries, ControlPlaneError, NodeBinaries, iter_versions
+from controlplane.local import LocalControlPlane, stop_recorded_cluster
+from controlplane.network import NodeNetwork
+from controlplane.node_config import NodeLayout
+from controlplane.processes import read_record, running_server
+
+COMMANDS = [
+    "up",
+    "down",
+    "env",
+    "status",
+    "versions",
+    "import-image",
+    "fail-volume",
+    "restore-volume",
+]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="controlplane", description=__doc__)
+    parser.add_argument("command", choices=COMMANDS)
+    parser.add_argument("args", nargs="*", help="ARCHIVE, or PV MODE")
+    parser.add_argument("--dir", type=Path, required=True, help="state dir (certs, data, logs)")
+    parser.add_argument("--node", action="store_true", help="up: also start a node")
+    parser.add_argument("--timeout", type=float, default=180.0, help="readiness timeout, s")
+    return parser
+
+
+def _layout(state: Path) -> NodeLayout:
+    net = NodeNetwork.from_record(read_record(state).get("network"))
+    if net is None or running_server(state) is None:
+        raise ControlPlaneError(
+            f"no node is running in {state} (scripts/controlplane.sh up --node)"
+        )
+    return NodeLayout(state, net)
+
+
+def _up(state: Path, args: argparse.Namespace) -> int:
+    if (server := running_server(state)) is not None:
+        print(f"cluster already running at {server} ({state})", file=sys.stderr)
+        return 0
+    plane = LocalControlPlane(state, node=args.node, ready_timeout=args.timeout)
+    plane.start()
+    plane.detach()
+    node = f"; node {plane.node_layout.name} Ready" if plane.node_layout else ""
+    print(f"control plane up at {plane.server}{node}; KUBECONFIG={plane.kubeconfig}")
+    return 0
+
+
+def _volume(state: Path, command: str, args: list[str]) -> int:
+    if len(args) != 2:
+        raise ControlPlaneError(f"{command} needs PV MODE (MODE: {', '.join(volumes.Failure)})")
+    pv, mode = args
+    _layout(state)
+    action = volumes.fail if command == "fail-volume" else volumes.restore
+    action(state / "volumes", pv, volumes.Failure(mode))
+    print(f"{command}: {pv} {mode}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="controlplane", description=__doc__)
-    parser.add_argument("command", choices=["up", "down", "env", "status", "versions"])
-    parser.add_argument("--dir", type=Path, required=True, help="state dir (certs, data, logs)")
-    parser.add_argument("--timeout", type=float, default=180.0, help="readiness timeout, s")
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
     state: Path = args.dir.resolve()
     try:
         if args.command == "up":
-            if (server := running_server(state)) is not None:
-                print(f"control plane already running at {server} ({state})", file=sys.stderr)
-                return 0
-            plane = LocalControlPlane(state, ready_timeout=args.timeout)
-            plane.start()
-            plane.detach()
-            print(f"control plane up at {plane.server}; KUBECONFIG={plane.kubeconfig}")
-        elif args.command == "down":
-            stopped = stop_recorded(state)
+            return _up(state, args)
+        if args.command == "down":
+            stopped = stop_recorded_cluster(state)
             print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
         elif args.command == "env":
             bin_dir = Binaries.find().bin_dir
@@ -48,10 +92,19 @@ def main(argv: list[str] | None = None) -> int:
             server = running_server(state)
             print(f"running at {server}" if server else "not running")
             return 0 if server else 3
-        else:
-            for name, version in iter_versions(Binaries.find()):
+        elif args.command == "versions":
+            node = NodeBinaries.find() if args.node else None
+            for name, version in iter_versions(Binaries.find(), node):
                 print(f"{name}: {version}")
-    except ControlPlaneError as exc:
+        elif args.command == "import-image":
+            layout = _layout(state)
+            for archive in args.args:
+                images.import_image(
+                    NodeBinaries.find().ctr, layout.containerd_socket, Path(archive)
+                )
+        else:
+            return _volume(state, args.command, args.args)
+    except (ControlPlaneError, ValueError, OSError) as exc:
         print(f"controlplane {args.command}: {exc}", file=sys.stderr)
         return 1
     return 0

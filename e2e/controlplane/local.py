@@ -1,66 +1,70 @@
-"""Start and stop a real local Kubernetes control plane on loopback.
+"""Start and stop a real local Kubernetes cluster: the control plane, and optionally a node.
 
 Why this exists: our machines have no Docker engine, so kind cannot run, yet the operator must
 be proven against the real API server (structural schemas, CEL, status subresource, watches,
-owner references and garbage collection only behave as the real server makes them behave).
-So etcd, kube-apiserver and kube-controller-manager, built from their Go modules by
-``scripts/install.d/10-controlplane.sh``, are started here as plain processes:
+owner references and garbage collection only behave as the real server makes them behave), and
+Spindle's brokers must run as real Pods on real volumes. So etcd, kube-apiserver and
+kube-controller-manager, built from their Go modules by ``scripts/install.d/``, are started here
+as plain processes:
 
-- a fresh CA, a serving certificate for the API server, client certificates for an admin in
-  ``system:masters`` and for the controller manager (``system:kube-controller-manager``, which
-  the API server's bootstrap RBAC policy already authorises), and a service-account signing key;
+- certificates from ``pki`` (a fresh CA, serving and client certificates, the service-account key);
 - etcd on loopback (free ports, plain HTTP: it never leaves 127.0.0.1);
 - kube-apiserver with RBAC, waited for on ``/readyz``;
-- kube-controller-manager with its default controllers (garbage collector, namespace
-  lifecycle, service accounts and their tokens, ...), waited for on ``/healthz`` and until the
-  ``default`` service account exists, which proves its controllers are really running;
+- kube-controller-manager with its default controllers, waited for until the ``default``
+  service account exists, which proves its controllers are really running;
 - a self-contained kubeconfig at ``<state dir>/kubeconfig``.
 
-There is no kubelet and no scheduler: Pods stay Pending, which is what the operator tests expect.
+Without a node (``node=False``, what most operator tests use) there is no scheduler and no
+kubelet: Pods stay Pending. With ``node=True`` the API server listens on the host's side of the
+node's network link instead of loopback, and ``node.LocalNode`` adds the scheduler, containerd,
+a kubelet, kube-proxy, CoreDNS and the storage provisioner; ``cleanup`` takes them down.
 
-Every process is started in its own session with its output in ``<state dir>/logs``; their pids
-are written to ``<state dir>/processes.json`` so another process (``scripts/controlplane.sh
-down``) can stop what ``up`` started. A pid is only signalled while its command line still names
-the state dir, so a recycled pid is never killed.
+Processes and their records: ``processes``. Readiness checks: ``readiness``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import ipaddress
-import json
 import os
 import shutil
-import signal
-import socket
-import ssl
 import subprocess
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+import yaml
 
-#: Service IPs are allocated from here; the API server's own ``kubernetes`` Service takes the
-#: first address, which must therefore be in its serving certificate.
-SERVICE_CIDR = "10.0.0.0/24"
-CLUSTER_DOMAIN = "cluster.local"
+from controlplane import cleanup, network, readiness
+from controlplane.binaries import Binaries, ControlPlaneError, NodeBinaries, default_cache
+from controlplane.network import NodeNetwork
+from controlplane.node import LocalNode
+from controlplane.node_config import NodeLayout
+from controlplane.pki import (
+    CLUSTER_DOMAIN,
+    LOOPBACK,
+    SERVICE_CIDR,
+    KeyPair,
+    api_server_hosts,
+    build_kubeconfig,
+    make_ca,
+    make_leaf,
+    make_service_account_key,
+)
+from controlplane.processes import (
+    Supervisor,
+    free_port,
+    is_ours,
+    read_record,
+    read_recorded,
+    running_server,
+    stop_recorded,
+)
+
 ADMIN_USER = "spindle-admin"
-_LOOPBACK = "127.0.0.1"
 _START_ATTEMPTS = 3
-
-
-class ControlPlaneError(RuntimeError):
-    """The control plane could not be started (the message says which part and why)."""
 
 
 class CommandFailed(subprocess.CalledProcessError):
@@ -68,235 +72,6 @@ class CommandFailed(subprocess.CalledProcessError):
 
     def __str__(self) -> str:
         return f"{super().__str__()}\n{self.stderr or ''}".rstrip()
-
-
-def default_cache() -> Path:
-    """``$SPINDLE_CACHE`` as ``./dev`` sets it, with the same default."""
-    return Path(os.environ.get("SPINDLE_CACHE") or Path.home() / ".cache" / "spindle")
-
-
-@dataclass(frozen=True)
-class Binaries:
-    """Paths of the executables the control plane runs (all built from Go modules)."""
-
-    etcd: Path
-    kube_apiserver: Path
-    kube_controller_manager: Path
-    kubectl: Path
-    helm: Path
-
-    @classmethod
-    def find(cls, bin_dir: Path | None = None) -> Binaries:
-        """Locate the binaries in ``bin_dir`` (default ``$SPINDLE_CACHE/bin``).
-
-        Raises ControlPlaneError naming every missing one: they come from the installer, never
-        from whatever happens to be on PATH (the machine's kubectl is a different version).
-        """
-        directory = bin_dir or default_cache() / "bin"
-        names = {
-            "etcd": "etcd",
-            "kube_apiserver": "kube-apiserver",
-            "kube_controller_manager": "kube-controller-manager",
-            "kubectl": "kubectl",
-            "helm": "helm",
-        }
-        paths = {field: directory / exe for field, exe in names.items()}
-        missing = [str(p) for p in paths.values() if not os.access(p, os.X_OK)]
-        if missing:
-            raise ControlPlaneError(
-                f"control-plane binaries missing: {', '.join(missing)}; they are built from Go "
-                "modules by scripts/install.d/10-controlplane.sh (run ./dev sync)"
-            )
-        return cls(**paths)
-
-    @property
-    def bin_dir(self) -> Path:
-        return self.kubectl.parent
-
-
-# --------------------------------------------------------------------------------------------
-# PKI: pure functions returning PEM bytes, so what the certificates contain is testable.
-
-
-@dataclass(frozen=True)
-class KeyPair:
-    """A PEM certificate and its PEM private key."""
-
-    cert: bytes
-    key: bytes
-
-
-def _name(common_name: str, organization: str | None = None) -> x509.Name:
-    attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-    if organization:
-        attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
-    return x509.Name(attrs)
-
-
-def _key_pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-
-
-def make_ca(*, now: dt.datetime, days: int = 30) -> KeyPair:
-    """A self-signed CA that signs every other certificate of this control plane."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = _name("spindle-local-ca")
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
-
-
-def make_leaf(
-    ca: KeyPair,
-    *,
-    common_name: str,
-    organization: str | None = None,
-    server_hosts: tuple[str, ...] = (),
-    client: bool = False,
-    now: dt.datetime,
-    days: int = 30,
-) -> KeyPair:
-    """A certificate signed by ``ca``: a server one when ``server_hosts`` (DNS names or IPs)
-    are given, a client one when ``client`` (Kubernetes reads the user from the CN and the
-    groups from O), or both."""
-    if not server_hosts and not client:
-        raise ValueError(f"certificate {common_name!r} must be for a server, a client or both")
-    ca_cert = x509.load_pem_x509_certificate(ca.cert)
-    ca_key = serialization.load_pem_private_key(ca.key, password=None)
-    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
-        raise ValueError("the CA key must be an EC key (as make_ca creates)")
-    key = ec.generate_private_key(ec.SECP256R1())
-    usages = []
-    if server_hosts:
-        usages.append(ExtendedKeyUsageOID.SERVER_AUTH)
-    if client:
-        usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(_name(common_name, organization))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-            critical=False,
-        )
-    )
-    if server_hosts:
-        sans: list[x509.GeneralName] = []
-        for host in server_hosts:
-            try:
-                sans.append(x509.IPAddress(ipaddress.ip_address(host)))
-            except ValueError:
-                sans.append(x509.DNSName(host))
-        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-    cert = builder.sign(ca_key, hashes.SHA256())
-    return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
-
-
-def make_service_account_key() -> tuple[bytes, bytes]:
-    """(private PEM, public PEM) of the key that signs service-account tokens (RS256)."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    public = key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    return _key_pem(key), public
-
-
-def api_server_hosts() -> tuple[str, ...]:
-    """Names the API server is reached by: loopback from here, the in-cluster Service names and
-    the ``kubernetes`` Service IP (first address of SERVICE_CIDR) from Pods."""
-    service_ip = str(next(ipaddress.ip_network(SERVICE_CIDR).hosts()))
-    return (
-        _LOOPBACK,
-        "localhost",
-        service_ip,
-        "kubernetes",
-        "kubernetes.default",
-        "kubernetes.default.svc",
-        f"kubernetes.default.svc.{CLUSTER_DOMAIN}",
-    )
-
-
-def build_kubeconfig(
-    *, server: str, ca_cert: bytes, user: str, client: KeyPair, context: str = "spindle-local"
-) -> dict[str, object]:
-    """A self-contained kubeconfig (certificates inlined) for one user against ``server``."""
-    import base64
-
-    def b64(data: bytes) -> str:
-        return base64.b64encode(data).decode("ascii")
-
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": context,
-                "cluster": {"server": server, "certificate-authority-data": b64(ca_cert)},
-            }
-        ],
-        "users": [
-            {
-                "name": user,
-                "user": {
-                    "client-certificate-data": b64(client.cert),
-                    "client-key-data": b64(client.key),
-                },
-            }
-        ],
-        "contexts": [
-            {
-                "name": context,
-                "context": {"cluster": context, "user": user, "namespace": "default"},
-            }
-        ],
-        "current-context": context,
-        "preferences": {},
-    }
-
-
-def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((_LOOPBACK, 0))
-        return int(sock.getsockname()[1])
-
-
-# --------------------------------------------------------------------------------------------
-# Processes.
 
 
 @dataclass(frozen=True)
@@ -314,8 +89,8 @@ class Ports:
 def etcd_args(binaries: Binaries, state: Path, ports: Ports) -> list[str]:
     """etcd as a single member on loopback. ``--unsafe-no-fsync``: this store lives as long as
     one test session and is thrown away, and fsync on a shared, busy disk slows every write."""
-    client = f"http://{_LOOPBACK}:{ports.etcd_client}"
-    peer = f"http://{_LOOPBACK}:{ports.etcd_peer}"
+    client = f"http://{LOOPBACK}:{ports.etcd_client}"
+    peer = f"http://{LOOPBACK}:{ports.etcd_peer}"
     return [
         str(binaries.etcd),
         "--name=spindle-local",
@@ -331,30 +106,44 @@ def etcd_args(binaries: Binaries, state: Path, ports: Ports) -> list[str]:
     ]
 
 
-def api_server_args(binaries: Binaries, state: Path, ports: Ports) -> list[str]:
-    """kube-apiserver with RBAC and client-certificate authentication.
+def api_server_args(
+    binaries: Binaries, state: Path, ports: Ports, *, host: str = LOOPBACK, node: bool = False
+) -> list[str]:
+    """kube-apiserver with RBAC and client-certificate authentication, listening on ``host``.
 
-    ``--endpoint-reconciler-type=none``: the reconciler would publish the advertise address as
-    the ``kubernetes`` Service endpoint, and a loopback address is invalid there.
+    Without a node: ``--endpoint-reconciler-type=none``, since the reconciler would publish the
+    advertise address as the ``kubernetes`` Service endpoint and a loopback address is invalid
+    there. With a node: the address Pods reach (the host side of the node's link) is published,
+    the Node authorizer lets kubelets in, and the API server reaches kubelets by InternalIP with
+    a client certificate (else ``kubectl logs/exec`` fail resolving the node's name).
     """
     pki = state / "pki"
-    return [
+    args = [
         str(binaries.kube_apiserver),
-        f"--etcd-servers=http://{_LOOPBACK}:{ports.etcd_client}",
-        f"--bind-address={_LOOPBACK}",
-        f"--advertise-address={_LOOPBACK}",
+        f"--etcd-servers=http://{LOOPBACK}:{ports.etcd_client}",
+        f"--bind-address={host}",
+        f"--advertise-address={host}",
         f"--secure-port={ports.api_server}",
         f"--tls-cert-file={pki / 'apiserver.crt'}",
         f"--tls-private-key-file={pki / 'apiserver.key'}",
         f"--client-ca-file={pki / 'ca.crt'}",
-        "--authorization-mode=RBAC",
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         f"--service-account-issuer=https://kubernetes.default.svc.{CLUSTER_DOMAIN}",
         f"--service-account-key-file={pki / 'sa.pub'}",
         f"--service-account-signing-key-file={pki / 'sa.key'}",
-        "--endpoint-reconciler-type=none",
         "--allow-privileged=true",
         f"--cert-dir={pki}",
+    ]
+    if not node:
+        return [*args, "--authorization-mode=RBAC", "--endpoint-reconciler-type=none"]
+    return [
+        *args,
+        "--authorization-mode=Node,RBAC",
+        "--enable-admission-plugins=NodeRestriction",
+        "--kubelet-preferred-address-types=InternalIP,Hostname",
+        f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+        f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+        f"--kubelet-certificate-authority={pki / 'ca.crt'}",
     ]
 
 
@@ -362,16 +151,16 @@ def controller_manager_args(binaries: Binaries, state: Path, ports: Ports) -> li
     """kube-controller-manager with its default controller set (garbage collector, namespace,
     service account and token controllers among them). No leader election: there is one."""
     pki = state / "pki"
-    kubeconfig = state / "controller-manager.kubeconfig"
+    kubeconfig = state / "kube-controller-manager.kubeconfig"
     return [
         str(binaries.kube_controller_manager),
         f"--kubeconfig={kubeconfig}",
         f"--authentication-kubeconfig={kubeconfig}",
         f"--authorization-kubeconfig={kubeconfig}",
-        f"--bind-address={_LOOPBACK}",
+        f"--bind-address={LOOPBACK}",
         f"--secure-port={ports.controller_manager}",
-        f"--tls-cert-file={pki / 'controller-manager.crt'}",
-        f"--tls-private-key-file={pki / 'controller-manager.key'}",
+        f"--tls-cert-file={pki / 'kube-controller-manager.crt'}",
+        f"--tls-private-key-file={pki / 'kube-controller-manager.key'}",
         f"--service-account-private-key-file={pki / 'sa.key'}",
         f"--root-ca-file={pki / 'ca.crt'}",
         f"--cluster-signing-cert-file={pki / 'ca.crt'}",
@@ -383,12 +172,63 @@ def controller_manager_args(binaries: Binaries, state: Path, ports: Ports) -> li
     ]
 
 
-class LocalControlPlane:
-    """One etcd + kube-apiserver + kube-controller-manager, owned by this object.
+def issue_certificates(
+    *, host: str, node: NodeLayout | None, now: dt.datetime
+) -> dict[str, KeyPair]:
+    """Every certificate of the cluster by file stem (``ca``, ``apiserver``, ``admin``, one per
+    component that talks to the API server). Client users follow Kubernetes' bootstrap RBAC
+    (``system:kube-controller-manager``, ``system:kube-scheduler``, ``system:kube-proxy``) and
+    the Node authorizer (``system:node:<name>`` in ``system:nodes``)."""
+    ca = make_ca(now=now)
+    extra_hosts = (host,) if host != LOOPBACK else ()
+    pairs = {
+        "ca": ca,
+        "apiserver": make_leaf(
+            ca, common_name="kube-apiserver", server_hosts=api_server_hosts(*extra_hosts), now=now
+        ),
+        "admin": make_leaf(
+            ca, common_name=ADMIN_USER, organization="system:masters", client=True, now=now
+        ),
+        "kube-controller-manager": make_leaf(
+            ca,
+            common_name="system:kube-controller-manager",
+            server_hosts=(LOOPBACK, "localhost"),
+            client=True,
+            now=now,
+        ),
+    }
+    if node is not None:
+        pairs |= {
+            "kube-scheduler": make_leaf(
+                ca, common_name="system:kube-scheduler", client=True, now=now
+            ),
+            "kube-proxy": make_leaf(ca, common_name="system:kube-proxy", client=True, now=now),
+            "kubelet": make_leaf(
+                ca,
+                common_name=f"system:node:{node.name}",
+                organization="system:nodes",
+                server_hosts=(node.net.node_ip, node.name),
+                client=True,
+                now=now,
+            ),
+            "apiserver-kubelet-client": make_leaf(
+                ca,
+                common_name="kube-apiserver-kubelet-client",
+                organization="system:masters",
+                client=True,
+                now=now,
+            ),
+        }
+    return pairs
 
-    ``start()`` returns once the API server is ready and the controller manager runs; ``stop()``
-    stops every process it started (safe to call twice, and from another process through
-    ``stop_recorded``). Use it as a context manager in scripts.
+
+class LocalControlPlane:
+    """One etcd + kube-apiserver + kube-controller-manager (+ a node), owned by this object.
+
+    ``start()`` returns once the API server is ready and the controller manager runs (and, with
+    ``node=True``, the node is Ready with CoreDNS available); ``stop()`` stops every process it
+    started and cleans the node up (safe to call twice, and from another process through
+    ``stop_recorded_cluster``). Use it as a context manager in scripts.
     """
 
     def __init__(
@@ -396,17 +236,21 @@ class LocalControlPlane:
         state_dir: Path,
         *,
         binaries: Binaries | None = None,
+        node: bool = False,
+        node_binaries: NodeBinaries | None = None,
         ready_timeout: float = 180.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.state_dir = state_dir.resolve()
         self.binaries = binaries or Binaries.find()
+        self.node_binaries = (node_binaries or NodeBinaries.find()) if node else None
         self.ready_timeout = ready_timeout
-        self._clock = clock
-        self._sleep = sleep
-        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._sup = Supervisor(
+            self.state_dir, ready_timeout=ready_timeout, clock=clock, sleep=sleep
+        )
         self.ports: Ports | None = None
+        self.net: NodeNetwork | None = None
 
     # ---- public surface used by tests and scripts
 
@@ -415,10 +259,19 @@ class LocalControlPlane:
         return self.state_dir / "kubeconfig"
 
     @property
+    def host(self) -> str:
+        """The address the API server listens on."""
+        return self.net.host_ip if self.net is not None else LOOPBACK
+
+    @property
     def server(self) -> str:
         if self.ports is None:
             raise ControlPlaneError("the control plane has not been started")
-        return f"https://{_LOOPBACK}:{self.ports.api_server}"
+        return f"https://{self.host}:{self.ports.api_server}"
+
+    @property
+    def node_layout(self) -> NodeLayout | None:
+        return NodeLayout(self.state_dir, self.net) if self.net is not None else None
 
     @property
     def env(self) -> dict[str, str]:
@@ -448,11 +301,22 @@ class LocalControlPlane:
         """Run helm against this control plane (same contract as ``kubectl``)."""
         return self._run(self.binaries.helm, args, input=input, check=check)
 
+    def apply(self, objects: list[dict[str, object]]) -> None:
+        """``kubectl apply`` the objects (server-side, so re-applying is idempotent)."""
+        self.kubectl(
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            "-",
+            input=yaml.safe_dump_all(objects, sort_keys=False),
+        )
+
     def start(self) -> None:
-        """Generate certificates, start etcd, the API server and the controller manager, and
-        wait for each to be ready. On any failure everything started is stopped again and
-        ControlPlaneError says which part failed, with the end of its log."""
-        if self._procs or running_server(self.state_dir) is not None:
+        """Generate certificates, start etcd, the API server and the controller manager (and the
+        node), and wait for each to be ready. On any failure everything started is stopped
+        again and ControlPlaneError says which part failed, with the end of its log."""
+        if self._sup.procs or running_server(self.state_dir) is not None:
             raise ControlPlaneError(f"a control plane is already running in {self.state_dir}")
         (self.state_dir / "logs").mkdir(parents=True, exist_ok=True)
         # Free ports are picked before the processes bind them, so another process on this
@@ -469,36 +333,61 @@ class LocalControlPlane:
     def _start_once(self) -> None:
         self.ports = Ports.pick()
         try:
+            if self.node_binaries is not None:
+                self.net = network.create()
+                self._sup.record_extra["network"] = self.net.to_record()
+            self._sup.record_extra["server"] = self.server
             self._write_pki_and_kubeconfigs()
-            self._spawn("etcd", etcd_args(self.binaries, self.state_dir, self.ports))
-            self._wait("etcd", self._etcd_healthy)
-            self._spawn(
-                "kube-apiserver", api_server_args(self.binaries, self.state_dir, self.ports)
-            )
-            self._wait("kube-apiserver", self._api_server_ready)
-            self._spawn(
-                "kube-controller-manager",
-                controller_manager_args(self.binaries, self.state_dir, self.ports),
-            )
-            self._wait("kube-controller-manager", self._controller_manager_ready)
+            self._start_control_plane()
+            if self.node_binaries is not None:
+                self._node().start(self._kubeconfigs(), self.apply)
         except BaseException:
             self.stop()
             raise
 
+    def _start_control_plane(self) -> None:
+        assert self.ports is not None
+        state, ports, tls = self.state_dir, self.ports, None
+        self._sup.spawn("etcd", etcd_args(self.binaries, state, ports))
+        self._sup.wait(
+            "etcd", lambda: readiness.etcd_healthy(f"http://{LOOPBACK}:{ports.etcd_client}")
+        )
+        node = self.node_binaries is not None
+        self._sup.spawn(
+            "kube-apiserver",
+            api_server_args(self.binaries, state, ports, host=self.host, node=node),
+        )
+        tls = readiness.tls_context(state / "pki")
+        self._sup.wait("kube-apiserver", lambda: readiness.api_server_ready(self.server, tls))
+        self._sup.spawn(
+            "kube-controller-manager", controller_manager_args(self.binaries, state, ports)
+        )
+        health = f"https://{LOOPBACK}:{ports.controller_manager}/healthz"
+        self._sup.wait(
+            "kube-controller-manager",
+            lambda: readiness.controller_manager_ready(health, self.server, tls),
+        )
+
+    def _node(self) -> LocalNode:
+        assert self.node_binaries is not None
+        assert self.net is not None
+        return LocalNode(
+            supervisor=self._sup,
+            binaries=self.node_binaries,
+            net=self.net,
+            server=self.server,
+            pki=self.state_dir / "pki",
+            image_cache=default_cache() / "images",
+        )
+
     def stop(self, *, grace: float = 15.0) -> None:
-        """Stop every process this control plane started, last started first: SIGTERM, then
-        SIGKILL after ``grace`` seconds. Leaves no process behind."""
-        for name in reversed(list(self._procs)):
-            proc = self._procs.pop(name)
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=grace)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-        self._record()
-        stop_recorded(self.state_dir, grace=grace)
+        """Stop every process this cluster started, the node's after draining it; leaves no
+        process, mount, cgroup or network namespace behind."""
+        procs = list(self._sup.procs.values())
+        self._sup.procs.clear()
+        stop_recorded_cluster(self.state_dir, grace=grace)
+        for proc in procs:  # reap them (stop_recorded_cluster signalled them by pid)
+            proc.wait()
 
     def __enter__(self) -> Self:
         self.start()
@@ -514,11 +403,8 @@ class LocalControlPlane:
 
     def detach(self) -> None:
         """Forget the processes without stopping them (``scripts/controlplane.sh up``): they
-        keep running, and ``stop_recorded`` stops them later from their recorded pids."""
-        for proc in self._procs.values():
-            # The processes outlive this object on purpose; mark them so Popen does not warn.
-            proc.returncode = 0
-        self._procs.clear()
+        keep running, and ``stop_recorded_cluster`` stops them later from their recorded pids."""
+        self._sup.detach()
 
     # ---- internals
 
@@ -537,228 +423,73 @@ class LocalControlPlane:
             raise CommandFailed(done.returncode, done.args, done.stdout, done.stderr)
         return done
 
-    def _write_pki_and_kubeconfigs(self) -> None:
-        import yaml
+    def _kubeconfigs(self) -> dict[str, Path]:
+        names = ["admin", "kube-controller-manager"]
+        if self.net is not None:
+            names += ["kube-scheduler", "kube-proxy", "kubelet"]
+        return {
+            name: self.kubeconfig if name == "admin" else self.state_dir / f"{name}.kubeconfig"
+            for name in names
+        }
 
-        now = dt.datetime.now(dt.UTC)
+    def _write_pki_and_kubeconfigs(self) -> None:
         pki = self.state_dir / "pki"
         pki.mkdir(parents=True, exist_ok=True)
-        ca = make_ca(now=now)
-        server = make_leaf(
-            ca, common_name="kube-apiserver", server_hosts=api_server_hosts(), now=now
+        pairs = issue_certificates(
+            host=self.host, node=self.node_layout, now=dt.datetime.now(dt.UTC)
         )
-        admin = make_leaf(
-            ca, common_name=ADMIN_USER, organization="system:masters", client=True, now=now
-        )
-        kcm = make_leaf(
-            ca,
-            common_name="system:kube-controller-manager",
-            server_hosts=(_LOOPBACK, "localhost"),
-            client=True,
-            now=now,
-        )
+        for stem, pair in pairs.items():
+            for suffix, data in ((".crt", pair.cert), (".key", pair.key)):
+                path = pki / f"{stem}{suffix}"
+                path.write_bytes(data)
+                path.chmod(0o600)
         sa_key, sa_pub = make_service_account_key()
-        files = {
-            "ca.crt": ca.cert,
-            "ca.key": ca.key,
-            "apiserver.crt": server.cert,
-            "apiserver.key": server.key,
-            "admin.crt": admin.cert,
-            "admin.key": admin.key,
-            "controller-manager.crt": kcm.cert,
-            "controller-manager.key": kcm.key,
-            "sa.key": sa_key,
-            "sa.pub": sa_pub,
-        }
-        for name, data in files.items():
-            path = pki / name
-            path.write_bytes(data)
-            path.chmod(0o600)
-        for path, user, pair in (
-            (self.kubeconfig, ADMIN_USER, admin),
-            (
-                self.state_dir / "controller-manager.kubeconfig",
-                "system:kube-controller-manager",
-                kcm,
-            ),
-        ):
-            config = build_kubeconfig(server=self.server, ca_cert=ca.cert, user=user, client=pair)
+        for name, data in (("sa.key", sa_key), ("sa.pub", sa_pub)):
+            (pki / name).write_bytes(data)
+            (pki / name).chmod(0o600)
+        users = {"admin": ADMIN_USER, "kube-controller-manager": "system:kube-controller-manager"}
+        users |= {"kube-scheduler": "system:kube-scheduler", "kube-proxy": "system:kube-proxy"}
+        if self.node_layout is not None:
+            users["kubelet"] = f"system:node:{self.node_layout.name}"
+        for name, path in self._kubeconfigs().items():
+            config = build_kubeconfig(
+                server=self.server, ca_cert=pairs["ca"].cert, user=users[name], client=pairs[name]
+            )
             path.write_text(yaml.safe_dump(config, sort_keys=False))
             path.chmod(0o600)
 
-    def _spawn(self, name: str, args: list[str]) -> None:
-        log = self.state_dir / "logs" / f"{name}.log"
-        with log.open("ab") as out:
-            self._procs[name] = subprocess.Popen(
-                args,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                cwd=self.state_dir,
-            )
-        self._record()
 
-    def _record(self) -> None:
-        """Write the pids of the running processes (read by ``stop_recorded``)."""
-        path = self.state_dir / "processes.json"
-        # Earlier records count while their process still runs; the ones held here always do (a
-        # process that has just been exec'd may not show its new command line in /proc yet).
-        live = {
-            name: pid
-            for name, pid in _read_recorded(self.state_dir).items()
-            if _is_ours(pid, self.state_dir)
-        }
-        live.update({name: proc.pid for name, proc in self._procs.items() if proc.poll() is None})
-        if self.ports is not None:
-            path.write_text(json.dumps({"pids": live, "server": self.server}, indent=2))
-
-    def _wait(self, name: str, ready: Callable[[], bool]) -> None:
-        deadline = self._clock() + self.ready_timeout
-        while True:
-            proc = self._procs[name]
-            if proc.poll() is not None:
-                raise ControlPlaneError(
-                    f"{name} exited with code {proc.returncode} while starting; end of "
-                    f"{self.state_dir / 'logs' / (name + '.log')}:\n{self._log_tail(name)}"
-                )
-            if ready():
-                return
-            if self._clock() > deadline:
-                raise ControlPlaneError(
-                    f"{name} not ready after {self.ready_timeout:.0f} s; end of its log:\n"
-                    f"{self._log_tail(name)}"
-                )
-            self._sleep(0.2)
-
-    def _log_tail(self, name: str, lines: int = 30) -> str:
-        path = self.state_dir / "logs" / f"{name}.log"
-        try:
-            return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError as exc:
-            return f"(no log: {exc})"
-
-    def _tls(self, *, verify_with_ca: bool = True) -> ssl.SSLContext:
-        pki = self.state_dir / "pki"
-        context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
-        context.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
-        if not verify_with_ca:
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        return context
-
-    def _get(self, url: str, *, tls: ssl.SSLContext | None = None) -> tuple[int, bytes]:
-        try:
-            with urllib.request.urlopen(url, timeout=5, context=tls) as response:
-                return int(response.status), bytes(response.read())
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read()
-        except (OSError, ssl.SSLError):
-            return 0, b""
-
-    def _etcd_healthy(self) -> bool:
-        assert self.ports is not None
-        status, body = self._get(f"http://{_LOOPBACK}:{self.ports.etcd_client}/health")
-        return status == 200 and b'"health":"true"' in body
-
-    def _api_server_ready(self) -> bool:
-        status, body = self._get(f"{self.server}/readyz", tls=self._tls())
-        return status == 200 and body.strip() == b"ok"
-
-    def _controller_manager_ready(self) -> bool:
-        assert self.ports is not None
-        status, _ = self._get(
-            f"https://{_LOOPBACK}:{self.ports.controller_manager}/healthz", tls=self._tls()
-        )
-        if status != 200:
-            return False
-        # The service-account controller creates this in every namespace: once it exists the
-        # controllers are running, not merely serving health checks.
-        status, _ = self._get(
-            f"{self.server}/api/v1/namespaces/default/serviceaccounts/default", tls=self._tls()
-        )
-        return status == 200
-
-
-def _read_recorded(state_dir: Path) -> dict[str, int]:
-    try:
-        data = json.loads((state_dir / "processes.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    pids = data.get("pids", {}) if isinstance(data, dict) else {}
-    return {str(k): int(v) for k, v in pids.items()}
-
-
-def _is_ours(pid: int, state_dir: Path) -> bool:
-    """Whether ``pid`` is alive and its command line names ``state_dir`` (all ours do)."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    zombie = stat.rsplit(")", 1)[-1].split()[0] == "Z"
-    return not zombie and str(state_dir).encode() in cmdline
-
-
-def stop_process_group(proc: subprocess.Popen[bytes], *, grace: float = 20.0) -> None:
-    """Stop a process started with ``start_new_session=True`` and everything it spawned:
-    SIGTERM to its group, SIGKILL after ``grace`` seconds. Used for operators run by tests."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
-def stop_recorded(state_dir: Path, *, grace: float = 15.0) -> list[str]:
-    """Stop the processes recorded in ``state_dir/processes.json`` (from this or another
-    process), last started first. Returns the names that were running."""
+def stop_recorded_cluster(state_dir: Path, *, grace: float = 15.0) -> list[str]:
+    """Stop what was started in ``state_dir`` (from this or another process): the node first,
+    drained through the API server while that still answers, then the control plane. Returns
+    the names of the processes that were running."""
     state_dir = state_dir.resolve()
-    recorded = _read_recorded(state_dir)
-    stopped = []
-    for name, pid in reversed(list(recorded.items())):
-        if not _is_ours(pid, state_dir):
-            continue
-        stopped.append(name)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while _is_ours(pid, state_dir) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if _is_ours(pid, state_dir):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            while _is_ours(pid, state_dir):
-                time.sleep(0.05)
-    with contextlib.suppress(OSError):
-        (state_dir / "processes.json").unlink()
-    return stopped
+    record = read_record(state_dir)
+    was_running = [n for n, pid in read_recorded(state_dir).items() if is_ours(pid, state_dir)]
+    net = NodeNetwork.from_record(record.get("network"))
+    if net is not None:
+        layout = NodeLayout(state_dir, net)
+        kubectl = _recorded_kubectl(state_dir) if "kube-apiserver" in was_running else None
+        cleanup.node_down(layout, NodeBinaries.runc(), kubectl)
+    stop_recorded(state_dir, grace=grace)
+    return was_running
 
 
-def running_server(state_dir: Path) -> str | None:
-    """The API server URL of a control plane recorded in ``state_dir`` that is still up."""
+def _recorded_kubectl(
+    state_dir: Path,
+) -> Callable[..., subprocess.CompletedProcess[str]] | None:
     try:
-        data = json.loads((state_dir.resolve() / "processes.json").read_text())
-    except (OSError, ValueError):
+        kubectl = Binaries.find().kubectl
+    except ControlPlaneError:
         return None
-    pids: Mapping[str, int] = data.get("pids", {})
-    if pids and all(_is_ours(int(pid), state_dir.resolve()) for pid in pids.values()):
-        return str(data.get("server"))
-    return None
 
+    def run(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(kubectl), f"--kubeconfig={state_dir / 'kubeconfig'}", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=check,
+        )
 
-def iter_versions(binaries: Binaries) -> Iterator[tuple[str, str]]:
-    """(component, version line) for every binary, as each reports itself."""
-    commands = {
-        "etcd": [str(binaries.etcd), "--version"],
-        "kube-apiserver": [str(binaries.kube_apiserver), "--version"],
-        "kube-controller-manager": [str(binaries.kube_controller_manager), "--version"],
-        "kubectl": [str(binaries.kubectl), "version", "--client"],
-        "helm": [str(binaries.helm), "version", "--short"],
-    }
-    for name, command in commands.items():
-        out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-        yield name, out.strip().splitlines()[0]
+    return run

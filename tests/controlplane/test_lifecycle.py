@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 from controlplane import Binaries, ControlPlaneError, LocalControlPlane
-from controlplane.local import Ports, default_cache
+from controlplane.binaries import default_cache
+from controlplane.local import Ports
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "controlplane.sh"

@@ -6,7 +6,7 @@ import datetime as dt
 import ipaddress
 
 import pytest
-from controlplane.local import api_server_hosts, build_kubeconfig, make_ca, make_leaf
+from controlplane.pki import api_server_hosts, build_kubeconfig, make_ca, make_leaf
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 

@@ -1,0 +1,3 @@
+module spindle.io/e2e/controlplane/pause
+
+go 1.26.0
