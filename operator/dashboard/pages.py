@@ -120,7 +120,9 @@ def _back(request: web.Request, form: dict[str, str]) -> str:
     """Where to return after an action: the page it came from (this site's paths only)."""
     target = form.get("next") or "/"
     parts = urlsplit(target)
-    return target if not parts.scheme and not parts.netloc and target.startswith("/") else "/"
+    # "//host" and "/\\host" are other sites to a browser, though they start with a slash.
+    local = target.startswith("/") and not target.startswith(("//", "/\\"))
+    return target if local and not parts.scheme and not parts.netloc else "/"
 
 
 async def action(request: web.Request) -> web.StreamResponse:

@@ -372,4 +372,9 @@ def test_the_reassignment_page_shows_progress_rate_and_each_partition(
     assert "Completed" in rows[0]
     assert "InProgress" in rows[1]
     assert "/var/lib/spindle/data-1" in rows[0]
-    assert page.get_by_role("button", name="Cancel (roll back)").count() == 1
+    log_in(page, demo.token("dash-operator-user"))
+    page.goto(f"/reassignments/{demo.name}/orders-0-spread")
+    page.get_by_role("button", name="Cancel (roll back)").click()
+    page.wait_for_selector(".flash")
+    assert demo.get("reassignment", "orders-0-spread")["spec"]["cancel"] is True
+    assert page.get_by_text("Cancellation requested.").is_visible()

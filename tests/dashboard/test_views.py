@@ -263,3 +263,18 @@ def test_human_bytes_and_durations() -> None:
     assert fmt.duration(3725) == "1h 2m"
     assert fmt.fraction(5, 0) is None
     assert fmt.fraction(15, 10) == 1.0
+
+
+def test_after_an_action_the_browser_returns_only_to_a_page_of_this_site() -> None:
+    from spindle.operator.dashboard.pages import _back
+
+    request: Any = None
+    assert _back(request, {"next": "/rebalances/ns/r?x=1"}) == "/rebalances/ns/r?x=1"
+    for elsewhere in (
+        "//evil.example",
+        "/\\evil.example",
+        "https://evil.example/",
+        "javascript:x",
+        "",
+    ):
+        assert _back(request, {"next": elsewhere}) == "/"
