@@ -11,11 +11,12 @@ import sys
 from pathlib import Path
 
 from spindle.broker.common.errors import KafkaError
+from spindle.broker.common.properties import parse_properties
 from spindle.broker.controller.etcd import EtcdError
 from spindle.broker.storage import StorageStartupError
 
 from .app import BrokerServer
-from .config import ConfigError, load_config, parse_properties
+from .config import ConfigError, load_config
 
 
 async def _run(config_path: str) -> int:

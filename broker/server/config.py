@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from spindle.broker.common.properties import parse_properties
 from spindle.broker.group.settings import GroupSettings
 from spindle.broker.storage.settings import StorageSettings
 
@@ -143,29 +144,6 @@ class BrokerSettings(GroupSettings):
         return parse_listeners(self.advertised_listeners or self.listeners)
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java ``.properties`` text: ``key=value`` or ``key: value``, ``#``/``!`` comments,
-    backslash line continuation. Duplicate keys: the last wins, as in Java."""
-    out: dict[str, str] = {}
-    logical: list[str] = []
-    for raw in text.splitlines():
-        line = raw.strip() if not logical else raw.lstrip()
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            logical.append(line[:-1])
-            continue
-        logical.append(line)
-        entry = "".join(logical)
-        logical = []
-        m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", entry)
-        if m is None:
-            out[entry] = ""
-        else:
-            out[m.group(1)] = m.group(2).strip()
-    return out
-
-
 def _aliases(model: type[BaseModel]) -> set[str]:
     return {f.alias for f in model.model_fields.values() if f.alias}
 
@@ -198,4 +176,19 @@ def load_config(path: str | Path) -> tuple[BrokerSettings, StorageSettings]:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-    return settings_from_properties(parse_properties(text))
+    try:
+        props = parse_properties(text)
+    except ValueError as exc:
+        raise ConfigError(f"config file {path} is not a valid .properties file: {exc}") from None
+    return settings_from_properties(props)
+
+
+__all__ = [
+    "BrokerSettings",
+    "ConfigError",
+    "Listener",
+    "load_config",
+    "parse_listeners",
+    "parse_properties",
+    "settings_from_properties",
+]

@@ -6,15 +6,16 @@ protocol layer calls it from an executor. Errors surface as ``KafkaError``/``Kaf
 carrying Kafka's error codes, which the protocol layer returns unchanged.
 """
 
-from spindle.broker.storage.failure import LogDirFailureChannel
-from spindle.broker.storage.log import AppendResult, FileRange, Log, ReadSlice
-from spindle.broker.storage.logdir import StorageStartupError
-from spindle.broker.storage.manager import (
+from spindle.broker.storage.descriptions import (
     LogDirDescription,
-    LogManager,
     MoveStatus,
     PartitionDescription,
 )
+from spindle.broker.storage.failure import LogDirFailureChannel
+from spindle.broker.storage.file_range import FileRange, ReadSlice
+from spindle.broker.storage.log import AppendResult, Log
+from spindle.broker.storage.logdir import StorageStartupError
+from spindle.broker.storage.manager import LogManager
 from spindle.broker.storage.settings import StorageSettings
 
 __all__ = [

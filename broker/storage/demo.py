@@ -16,7 +16,8 @@ from typing import Any
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.common.kafka_uuid import to_kafka_str
 from spindle.broker.records.batch import build_batch
-from spindle.broker.storage.manager import LogDirDescription, LogManager
+from spindle.broker.storage.descriptions import LogDirDescription
+from spindle.broker.storage.manager import LogManager
 from spindle.broker.storage.settings import StorageSettings
 
 

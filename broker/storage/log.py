@@ -15,10 +15,7 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import threading
-import uuid
-import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -28,6 +25,8 @@ from spindle.broker.common.errors import ErrorCode, KafkaError, KafkaStorageErro
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.records import batch as record_batch
 from spindle.broker.storage.failure import LogDirFailureChannel
+from spindle.broker.storage.file_range import FileRange, ReadSlice
+from spindle.broker.storage.names import TOPIC_FILE, name_is_cut
 from spindle.broker.storage.segment import LOG_SUFFIX, Segment, SegmentState
 from spindle.broker.storage.settings import StorageSettings
 
@@ -41,44 +40,6 @@ _WRITE_SIDE_ERRNOS = {
     errno.ENOTDIR,
     errno.ENOENT,
 }
-FUTURE_SUFFIX = "-future"
-DELETE_SUFFIX = "-delete"
-STRAY_SUFFIX = "-stray"
-_SUFFIXED = re.compile(r"^(?P<tp>.+)\.(?P<uuid>[0-9a-f]{32})(?P<kind>-future|-delete|-stray)$")
-
-
-def partition_dir_name(tp: TopicPartition) -> str:
-    return f"{tp.topic}-{tp.partition}"
-
-
-NAME_MAX = 255
-TOPIC_FILE = "partition.topic"
-"""Inside a future replica whose directory name had to cut the topic: the full topic name."""
-
-
-def suffixed_dir_name(tp: TopicPartition, suffix: str) -> str:
-    """``topic-partition.<uuid32hex><suffix>`` as Kafka names future and deleted replicas,
-    with the topic cut so the name fits in 255 bytes (Kafka's ``LocalLog``): a 249-character
-    topic would otherwise fail with ENAMETOOLONG and take the directory offline."""
-    tail = f"-{tp.partition}.{uuid.uuid4().hex}{suffix}"
-    return tp.topic[: NAME_MAX - len(tail)] + tail
-
-
-def name_is_cut(tp: TopicPartition, name: str) -> bool:
-    return not name.startswith(partition_dir_name(tp) + ".")
-
-
-def parse_dir_name(name: str) -> tuple[TopicPartition, str] | None:
-    """(topic-partition, kind) of a replica directory name; kind is ``""`` for a live replica,
-    else ``-future``/``-delete``/``-stray``. None for names that are not replica directories."""
-    kind = ""
-    match = _SUFFIXED.match(name)
-    if match:
-        name, kind = match.group("tp"), match.group("kind")
-    topic, dash, part = name.rpartition("-")
-    if not dash or not topic or not part.isdigit():
-        return None
-    return TopicPartition(topic, int(part)), kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,74 +49,6 @@ class AppendResult:
     base_offset: int
     last_offset: int
     log_start_offset: int
-
-
-class FileRange:
-    """``length`` bytes at ``position`` of a segment file, held by a private descriptor, for
-    sending straight from the page cache (``sendfile``) without reading them into memory.
-
-    Ownership: whoever receives a ``FileRange`` owns its descriptor and must :meth:`close` it
-    (idempotent; also a context manager). A range dropped unclosed is closed when collected.
-
-    Safe while the response is sent: the descriptor is a ``dup`` of the segment's, taken under
-    the partition lock, so it names the file (inode), not the path. A segment deleted by
-    retention, a directory renamed or deleted by a replica move's swap, or a roll leave the
-    bytes readable until the range is closed (the kernel frees the inode then); appends only
-    add bytes after the range. Only a truncation (follower divergence, which cuts above the
-    high watermark that consumer reads stop at) can shorten the file under a range: a
-    sender then gets fewer bytes than ``length`` and must give up on that connection.
-    """
-
-    __slots__ = ("__weakref__", "_finalizer", "fd", "length", "position")
-
-    def __init__(self, fd: int, position: int, length: int) -> None:
-        self.fd = fd
-        self.position = position
-        self.length = length
-        self._finalizer = weakref.finalize(self, os.close, fd)
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __enter__(self) -> FileRange:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def closed(self) -> bool:
-        return not self._finalizer.alive
-
-    def close(self) -> None:
-        self._finalizer()
-
-    def read(self) -> bytes:
-        """The bytes themselves (tests, fallbacks); ``OSError`` if the file was cut short."""
-        data = os.pread(self.fd, self.length, self.position)
-        if len(data) != self.length:
-            raise OSError(errno.EIO, f"segment shrank under a read range ({len(data)} bytes)")
-        return data
-
-
-@dataclass(frozen=True, slots=True)
-class ReadSlice:
-    """Whole batches read from one segment, plus what a fetch response reports.
-
-    The batches are either copied into ``records`` or, when the caller asked for a file range
-    and the batches are large enough, left in the file: ``file`` (owned by the caller, who must
-    close it) and ``records == b""``. ``size`` is their length either way.
-    """
-
-    records: bytes
-    file: FileRange | None
-    log_start_offset: int
-    log_end_offset: int
-    high_watermark: int
-
-    @property
-    def size(self) -> int:
-        return self.file.length if self.file is not None else len(self.records)
 
 
 class Log:
@@ -558,17 +451,6 @@ class Log:
             self._log_start_offset = min(self._log_start_offset, leo)
             self._high_watermark = min(self._high_watermark, leo)
             self.recovery_point = min(self.recovery_point, leo)
-            self.generation += 1
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Delete everything and continue at ``offset`` (follower out of range below start)."""
-        with self.lock:
-            self._check_usable()
-            with self._guard("truncate fully"):
-                for seg in self._segments:
-                    seg.delete()
-                self._segments = [self._new_segment(offset)]
-            self._log_start_offset = self._high_watermark = self.recovery_point = offset
             self.generation += 1
 
     def advance_log_start_offset(self, offset: int) -> None:

@@ -34,6 +34,7 @@ from spindle.broker.common.kafka_uuid import (
     random_directory_id,
     to_kafka_str,
 )
+from spindle.broker.common.properties import parse_properties
 from spindle.broker.storage.checkpoint import fsync_dir, write_atomically
 
 META_PROPERTIES = "meta.properties"
@@ -57,25 +58,10 @@ class MetaProperties:
     extra: Mapping[str, str] = field(default_factory=dict)
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """``key=value`` lines of a Java properties file (comments ``#``/``!`` skipped)."""
-    out: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if sep < 0:
-            out[line] = ""
-        else:
-            out[line[:sep].strip()] = line[sep + 1 :].strip()
-    return out
-
-
 def parse_meta(text: str, *, path: str) -> MetaProperties:
     """Parse ``meta.properties``; ``StorageStartupError`` naming ``path`` for bad values."""
-    props = parse_properties(text)
     try:
+        props = parse_properties(text)
         version = int(props.pop("version", str(META_VERSION)))
         broker = props.pop("broker.id", None)  # version 0 (ZooKeeper era) name of node.id
         node = props.pop("node.id", broker)

@@ -1,10 +1,11 @@
 """The LogManager: every log directory of one broker, and every replica in them.
 
-It owns start-up (``meta.properties``, locks, loading live/``-future``/``-delete`` replicas,
-recovery after an unclean shutdown, repair of interrupted moves), placement of new replicas,
-the reaction to a failed directory (KIP-112), moves between directories (KIP-113, run by
-:mod:`spindle.broker.storage.mover`), DescribeLogDirs data, checkpoints, retention and the
-clean-shutdown marker.
+It owns the tables of live and future replicas, placement of new replicas, the reaction to a
+failed directory (KIP-112), moves between directories (KIP-113, run by
+:mod:`spindle.broker.storage.mover`), DescribeLogDirs data and the clean shutdown. Start-up
+(``meta.properties``, locks, loading replicas, recovery, repair of interrupted moves) is the
+:mod:`~spindle.broker.storage.loader`'s; checkpoints, retention and deferred deletes are the
+:mod:`~spindle.broker.storage.housekeeping`'s.
 
 Placement rule for a new replica: the directory preset by ``change_replica_dir`` if it is
 online; otherwise, among online directories, those holding the fewest replicas (Kafka's rule),
@@ -13,8 +14,8 @@ because it holds fewer, bigger partitions); ties go to the first in ``log.dirs``
 
 Thread-safe. Locks, in the order they may be taken: the admin lock (serializes
 change_replica_dir/delete_log), a partition lock, the manager lock (maps only, held briefly).
-The failure handler takes no lock that a disk operation might hold, so it can run on whichever
-thread hit the error.
+The failure handler runs on the failure channel's one thread and takes the manager lock; a
+thread that hits an I/O error waits for it unless that thread holds the manager lock.
 """
 
 from __future__ import annotations
@@ -22,44 +23,34 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 import threading
 import time
-import uuid
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from types import TracebackType
 
 from spindle.broker.common.clock import Clock, SystemClock
 from spindle.broker.common.errors import ErrorCode, KafkaError, KafkaStorageError
 from spindle.broker.common.ids import TopicPartition
-from spindle.broker.storage.checkpoint import (
-    LOG_START_OFFSET,
-    RECOVERY_POINT,
-    REPLICATION_OFFSET,
-    format_checkpoint,
-    fsync_dir,
-    read_checkpoint,
-    write_all_atomically,
+from spindle.broker.storage.checkpoint import fsync_dir
+from spindle.broker.storage.descriptions import (
+    DirLoad,
+    LogDirDescription,
+    MoveStatus,
+    PartitionDescription,
+    choose_log_dir,
 )
 from spindle.broker.storage.failure import LogDirFailureChannel
-from spindle.broker.storage.log import (
+from spindle.broker.storage.housekeeping import ALL_CHECKPOINTS, Housekeeper
+from spindle.broker.storage.loader import LogLoader
+from spindle.broker.storage.log import Log
+from spindle.broker.storage.logdir import LogDir, StorageStartupError
+from spindle.broker.storage.mover import MoveJob, ReplicaMover, StepHook
+from spindle.broker.storage.names import (
     DELETE_SUFFIX,
     FUTURE_SUFFIX,
-    TOPIC_FILE,
-    Log,
-    parse_dir_name,
     partition_dir_name,
     suffixed_dir_name,
 )
-from spindle.broker.storage.logdir import (
-    LogDir,
-    MetaProperties,
-    StorageStartupError,
-    complete_ensemble,
-    read_meta,
-    write_meta,
-)
-from spindle.broker.storage.mover import MoveJob, ReplicaMover, StepHook
 from spindle.broker.storage.settings import StorageSettings
 from spindle.broker.storage.throttle import Throttle
 
@@ -69,55 +60,34 @@ OfflineListener = Callable[[str], None]
 MoveListener = Callable[[TopicPartition, str], None]
 
 
-@dataclass(frozen=True, slots=True)
-class MoveStatus:
-    """Progress of one replica move between log directories."""
+class _ManagerLock:
+    """The manager's re-entrant lock, knowing whether the calling thread holds it: a thread
+    that holds it must not wait for the failure handler, which needs it."""
 
-    tp: TopicPartition
-    source: str
-    destination: str
-    bytes_copied: int
-    bytes_total: int
-    offset_lag: int
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._owner: int | None = None
+        self._depth = 0
 
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        self._owner = threading.get_ident()
+        self._depth += 1
 
-@dataclass(frozen=True, slots=True)
-class PartitionDescription:
-    """One replica in a DescribeLogDirs answer."""
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self._owner = None
+        self._lock.release()
 
-    tp: TopicPartition
-    size: int
-    offset_lag: int
-    is_future: bool
-
-
-@dataclass(frozen=True, slots=True)
-class LogDirDescription:
-    """One log directory in a DescribeLogDirs (v4) answer; offline → error, -1 bytes."""
-
-    path: str
-    directory_id: uuid.UUID | None
-    error: ErrorCode
-    total_bytes: int
-    usable_bytes: int
-    partitions: list[PartitionDescription] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class DirLoad:
-    """What the placement rule knows about one online directory."""
-
-    path: str
-    replicas: int
-    usable_bytes: int
-
-
-def choose_log_dir(candidates: list[DirLoad]) -> str:
-    """Placement (pure): fewest replicas, then most usable bytes, then configuration order."""
-    if not candidates:
-        raise KafkaStorageError("no online log directory to place a replica in")
-    best = min(enumerate(candidates), key=lambda ic: (ic[1].replicas, -ic[1].usable_bytes, ic[0]))
-    return best[1].path
+    def owned(self) -> bool:
+        """True if the calling thread holds the lock."""
+        return self._owner == threading.get_ident()
 
 
 class LogManager:
@@ -136,9 +106,11 @@ class LogManager:
         self.cluster_id = cluster_id
         self.node_id = node_id
         self.clock = clock
-        self.failures = LogDirFailureChannel(self._on_dir_failure)
+        self._lock = _ManagerLock()
+        self.failures = LogDirFailureChannel(
+            self._on_dir_failure, may_wait=lambda: not self._lock.owned()
+        )
         self._dirs: dict[str, LogDir] = {p: LogDir(p) for p in settings.log_dirs}
-        self._lock = threading.RLock()
         self._admin_lock = threading.Lock()
         self._logs: dict[TopicPartition, Log] = {}
         self._futures: dict[TopicPartition, Log] = {}
@@ -151,10 +123,8 @@ class LogManager:
         )
         self._hook = hook
         self._mover: ReplicaMover | None = None
-        self._deleter = _Deleter(self)
+        self._housekeeper = Housekeeper(self)
         self._stop = threading.Event()
-        self._housekeeper: threading.Thread | None = None
-        self._last_run: dict[str, float] = {}
         self._closed = False
 
     # --- start-up --------------------------------------------------------------------------
@@ -186,40 +156,15 @@ class LogManager:
         return lm
 
     def _start(self, *, background: bool) -> None:
-        metas: dict[str, MetaProperties | None] = {}
-        for path in self._dirs:
-            try:
-                os.makedirs(path, exist_ok=True)
-                if not os.path.isdir(path):
-                    raise NotADirectoryError(20, "not a directory", path)
-                os.listdir(path)
-                metas[path] = read_meta(path)
-            except OSError as exc:
-                self.failures.mark_offline(path, exc)
-        if not metas:
-            raise StorageStartupError(
-                "no log directory is usable: "
-                + "; ".join(f"{p}: offline" for p in self.failures.offline_dirs)
-            )
-        ensemble = complete_ensemble(metas, cluster_id=self.cluster_id, node_id=self.node_id)
-        for path, meta in ensemble.items():
-            d = self._dirs[path]
-            d.directory_id = meta.directory_id
-            try:
-                with self.failures.guard(path, "writing meta.properties and locking"):
-                    if metas[path] != meta:
-                        write_meta(path, meta)
-                    d.acquire_lock()
-            except KafkaStorageError:
-                continue
-        futures: dict[TopicPartition, Log] = {}
-        for path, d in self._dirs.items():
-            if self.failures.is_offline(path):
-                continue
-            try:
-                self._load_dir(d, futures)
-            except KafkaStorageError as exc:
-                log.error("log directory %s failed while loading: %s", path, exc)
+        loader = LogLoader(
+            self._dirs,
+            self.failures,
+            settings=self.settings,
+            clock=self.clock,
+            schedule_delete=self.schedule_delete,
+        )
+        loader.open_dirs(cluster_id=self.cluster_id, node_id=self.node_id)
+        futures = loader.load_replicas(self._logs)
         if not self.online_dirs:
             raise StorageStartupError("every log directory failed during start-up")
         self._mover = ReplicaMover(
@@ -229,129 +174,26 @@ class LogManager:
             clock=self.clock,
             hook=self._hook,
         )
-        self._recover_moves(futures)
-        self._deleter.start()
-        if background:
-            self._housekeeper = threading.Thread(
-                target=self._housekeeping_loop, name="log-housekeeping", daemon=True
-            )
-            self._housekeeper.start()
-
-    def _load_dir(self, d: LogDir, futures: dict[TopicPartition, Log]) -> None:
-        """Load every replica directory in ``d``; a failure takes ``d`` offline."""
-        path = d.path
-        loaded: list[tuple[TopicPartition, Log]] = []
-        with self.failures.guard(path, "loading"):
-            clean = d.had_clean_shutdown()
-            recovery = read_checkpoint(d.file(RECOVERY_POINT))
-            starts = read_checkpoint(d.file(LOG_START_OFFSET))
-            hws = read_checkpoint(d.file(REPLICATION_OFFSET))
-            names = sorted(os.listdir(path))
-        try:
-            self._load_replicas(d, names, recovery, starts, hws, clean, loaded)
-        except BaseException:
-            for _, lg in loaded:
-                lg.close()
-            raise
-        with self.failures.guard(path, "clearing the clean-shutdown marker"):
-            d.clear_clean_shutdown()
-        for tp, lg in loaded:
-            table = futures if lg.is_future else self._logs
-            other = table.get(tp)
-            if other is not None:
-                kind = "future replicas" if lg.is_future else "live replicas"
-                raise StorageStartupError(
-                    f"two {kind} of partition {tp}: {other.dir_path} and {lg.dir_path}; "
-                    f"remove one before starting"
-                )
-            table[tp] = lg
-
-    def _load_replicas(
-        self,
-        d: LogDir,
-        names: list[str],
-        recovery: dict[TopicPartition, int],
-        starts: dict[TopicPartition, int],
-        hws: dict[TopicPartition, int],
-        clean: bool,
-        loaded: list[tuple[TopicPartition, Log]],
-    ) -> None:
-        """Load the replica directories among ``names`` into ``loaded``; schedule ``-delete``
-        ones for deletion; skip ``-stray`` and anything that is not a replica."""
-        path = d.path
-        for name in names:
-            full = os.path.join(path, name)
-            if not os.path.isdir(full):
-                continue
-            parsed = parse_dir_name(name)
-            if parsed is None:
-                continue
-            tp, kind = parsed
-            topic_file = os.path.join(full, TOPIC_FILE)
-            if kind == FUTURE_SUFFIX and os.path.exists(topic_file):
-                with self.failures.guard(path, f"reading {topic_file}"), open(topic_file) as f:
-                    tp = TopicPartition(f.read().strip(), tp.partition)
-            if kind == DELETE_SUFFIX:
-                self.schedule_delete(full, path)
-                continue
-            if kind not in ("", FUTURE_SUFFIX):
-                continue
-            loaded.append(
-                (
-                    tp,
-                    Log.load(
-                        tp,
-                        full,
-                        path,
-                        settings=self.settings,
-                        clock=self.clock,
-                        failures=self.failures,
-                        is_future=kind == FUTURE_SUFFIX,
-                        recovery_point=recovery.get(tp, 0),
-                        log_start_offset=starts.get(tp),
-                        high_watermark=hws.get(tp),
-                        clean=clean,
-                    ),
-                )
-            )
-
-    def _recover_moves(self, futures: dict[TopicPartition, Log]) -> None:
-        """Seed 000's rules for future replicas found at start-up."""
-        assert self._mover is not None
-        any_offline = bool(self.failures.offline_dirs)
-        for tp, fut in sorted(futures.items()):
-            live = self._logs.get(tp)
-            if live is not None and not self.failures.is_offline(live.logdir_path):
-                self._futures[tp] = fut
-                self._mover.submit(MoveJob(tp, fut, resumed=True))
-            elif live is None and not any_offline:
-                target = os.path.join(fut.logdir_path, partition_dir_name(tp))
-                try:
-                    with self.failures.guard(fut.logdir_path, f"promoting future log of {tp}"):
-                        os.rename(fut.dir_path, target)
-                        fsync_dir(fut.logdir_path)
-                except KafkaStorageError:
-                    fut.close()
-                    self._offline_partitions.add(tp)
-                    continue
-                fut.rename_dir(target)
-                fut.is_future = False
-                self._logs[tp] = fut
-                log.info("promoted the future replica of %s in %s", tp, fut.logdir_path)
-            else:
-                # The live replica may be on the offline directory: touch nothing.
-                fut.close()
-                self._offline_partitions.add(tp)
+        recovered = loader.recover_moves(self._logs, futures)
+        self._offline_partitions |= recovered.offline
+        for tp, fut in sorted(recovered.resume.items()):
+            self._futures[tp] = fut
+            self._mover.submit(MoveJob(tp, fut, resumed=True))
+        self._housekeeper.start(background=background)
+        # Failures found while starting have been handled before anyone can listen.
+        self.failures.wait_handled()
 
     def _abort(self) -> None:
         self._stop.set()
+        self._housekeeper.stop()
         if self._mover is not None:
             self._mover.shutdown()
-        self._deleter.stop()
+        self._housekeeper.stop_deleter()
         for lg in [*self._logs.values(), *self._futures.values()]:
             lg.close()
         for d in self._dirs.values():
             d.release_lock()
+        self.failures.close()
 
     # --- replicas --------------------------------------------------------------------------
 
@@ -600,7 +442,7 @@ class LogManager:
             with self._lock:
                 moving = bool(self._futures)
             mover_idle = self._mover is None or self._mover.idle()
-            if not moving and mover_idle and self._deleter.idle():
+            if not moving and mover_idle and not self._housekeeper.deletes_pending():
                 return True
             self._stop.wait(0.01)
         return False
@@ -608,28 +450,30 @@ class LogManager:
     # --- failure handling (KIP-112) --------------------------------------------------------
 
     def add_offline_listener(self, listener: OfflineListener) -> None:
-        """``listener(path)`` is called once per directory going offline, on the thread that
-        hit the error (after the storage engine has reacted)."""
+        """``listener(path)`` is called once per directory going offline, on the failure
+        channel's handler thread (after the storage engine has reacted)."""
         self._listeners.append(listener)
 
     def _on_dir_failure(self, path: str, cause: BaseException) -> None:
-        """The one handler: stop moves touching ``path``, drop its future replicas from memory
-        (files stay), release its lock, tell the listeners. Replicas there fail every
-        operation from now on because the channel reports the directory offline."""
+        """The one handler, run once per failed directory on the failure channel's thread:
+        under the manager lock, stop moves touching ``path`` and drop its future replicas
+        from memory (files stay); then release its lock and tell the listeners. Replicas
+        there fail every operation from now on because the channel reports it offline."""
         d = self._dirs.get(path)
         if d is None:
             return
-        mover = self._mover
-        for tp, fut in list(self._futures.items()):
-            live = self._logs.get(tp)
-            touches = fut.logdir_path == path or (live is not None and live.logdir_path == path)
-            if not touches:
-                continue
-            if mover is not None:
-                job = mover.job(tp)
-                if job is not None:
-                    mover.signal_stop(job)
-            self._futures.pop(tp, None)
+        with self._lock:
+            mover = self._mover
+            for tp, fut in list(self._futures.items()):
+                live = self._logs.get(tp)
+                touches = fut.logdir_path == path or (live is not None and live.logdir_path == path)
+                if not touches:
+                    continue
+                if mover is not None:
+                    job = mover.job(tp)
+                    if job is not None:
+                        mover.signal_stop(job)
+                self._futures.pop(tp, None)
         d.release_lock()
         for listener in list(self._listeners):
             try:
@@ -695,96 +539,42 @@ class LogManager:
             )
         return out
 
-    # --- checkpoints, retention, housekeeping ----------------------------------------------
+    # --- checkpoints, retention, deletes (the housekeeper's) -------------------------------
 
-    def checkpoint_dir(
-        self,
-        path: str,
-        *,
-        missing_ok: bool = False,
-        files: Collection[str] = (RECOVERY_POINT, LOG_START_OFFSET, REPLICATION_OFFSET),
-    ) -> None:
-        """Write checkpoint ``files`` of ``path`` (default all three) from memory."""
-        if self.failures.is_offline(path):
-            if missing_ok:
-                return
-            self.failures.check(path)
+    def replicas_in_dir(self, path: str) -> list[Log]:
+        """The live replicas in ``path``, then the future ones (a snapshot)."""
         with self._lock:
             logs = [lg for lg in self._logs.values() if lg.logdir_path == path]
             futures = [lg for lg in self._futures.values() if lg.logdir_path == path]
-        # A future replica about to be swapped in carries the live log's offsets with it.
-        replicas = [*logs, *futures]
-        values = {
-            RECOVERY_POINT: {lg.tp: lg.recovery_point for lg in replicas},
-            LOG_START_OFFSET: {lg.tp: lg.log_start_offset for lg in replicas},
-            REPLICATION_OFFSET: {lg.tp: lg.high_watermark for lg in replicas},
-        }
-        d = self._dirs[path]
-        # One writer per directory: movers, housekeeping and shutdown all checkpoint, and two
-        # writers sharing one .tmp file would rename each other's file away.
-        with d.checkpoint_lock, self.failures.guard(path, "writing checkpoints"):
-            write_all_atomically({d.file(n): format_checkpoint(values[n]) for n in files})
+        return [*logs, *futures]
+
+    def log_dir(self, path: str) -> LogDir:
+        return self._dirs[path]
+
+    def checkpoint_dir(
+        self, path: str, *, missing_ok: bool = False, files: Collection[str] = ALL_CHECKPOINTS
+    ) -> None:
+        """Write checkpoint ``files`` of ``path`` (default all three) from memory."""
+        self._housekeeper.checkpoint_dir(path, missing_ok=missing_ok, files=files)
 
     def checkpoint_all(self, files: Collection[str]) -> None:
         """Write checkpoint ``files`` in every online directory (errors take it offline)."""
-        for path in self.online_dirs:
-            with contextlib.suppress(KafkaStorageError):
-                self.checkpoint_dir(path, files=files)
+        self._housekeeper.checkpoint_all(files)
 
     def flush_and_checkpoint(self) -> None:
         """Flush every log, then checkpoint every online directory (errors go offline)."""
-        for lg in list(self.logs().values()):
-            try:
-                lg.flush()
-            except KafkaStorageError:
-                continue
-        for path in self.online_dirs:
-            try:
-                self.checkpoint_dir(path)
-            except KafkaStorageError:
-                continue
+        self._housekeeper.flush_and_checkpoint()
 
     def run_retention(self) -> int:
-        deleted = 0
-        for lg in list(self.logs().values()):
-            try:
-                deleted += lg.apply_retention()
-            except KafkaStorageError:
-                continue
-        return deleted
+        return self._housekeeper.run_retention()
 
     def run_housekeeping(self) -> None:
         """Run whatever periodic task is due by the injected clock (retention, checkpoints)."""
-        now = self.clock.wall_ms()
-        s = self.settings
-        if self._due("retention", now, s.log_retention_check_interval_ms):
-            self.run_retention()
-        # Recovery points only move when data is flushed, so that task flushes first; the
-        # other two checkpoints just record offsets held in memory.
-        if self._due("recovery", now, s.log_flush_offset_checkpoint_interval_ms):
-            self.flush_and_checkpoint()
-        if self._due("log-start", now, s.log_flush_start_offset_checkpoint_interval_ms):
-            self.checkpoint_all([LOG_START_OFFSET])
-        if self._due("high-watermark", now, s.replica_high_watermark_checkpoint_interval_ms):
-            self.checkpoint_all([REPLICATION_OFFSET])
-
-    def _due(self, task: str, now: int, interval_ms: int) -> bool:
-        last = self._last_run.setdefault(task, now)
-        if now - last >= interval_ms:
-            self._last_run[task] = now
-            return True
-        return False
-
-    def _housekeeping_loop(self) -> None:
-        while not self._stop.wait(0.5):
-            try:
-                self.run_housekeeping()
-            except Exception:
-                log.exception("housekeeping failed")
+        self._housekeeper.run()
 
     def schedule_delete(self, path: str, logdir_path: str) -> None:
         """Delete a ``-delete`` directory after ``file.delete.delay.ms``, on the deleter thread."""
-        self._deleter.add(path, logdir_path, self.settings.file_delete_delay_ms / 1000)
+        self._housekeeper.schedule_delete(path, logdir_path)
 
     # --- shutdown --------------------------------------------------------------------------
 
@@ -795,11 +585,10 @@ class LogManager:
             return
         self._closed = True
         self._stop.set()
-        if self._housekeeper is not None:
-            self._housekeeper.join()
+        self._housekeeper.stop()
         if self._mover is not None:
             self._mover.shutdown()
-        self._deleter.stop()
+        self._housekeeper.stop_deleter()
         with self._lock:
             replicas = [*self._logs.values(), *self._futures.values()]
         for lg in replicas:
@@ -818,69 +607,10 @@ class LogManager:
             lg.close()
         for d in self._dirs.values():
             d.release_lock()
+        self.failures.close()
 
     def __enter__(self) -> LogManager:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class _Deleter:
-    """One thread removing ``-delete`` directories once their delay has passed."""
-
-    def __init__(self, manager: LogManager) -> None:
-        self._manager = manager
-        self._cond = threading.Condition()
-        self._queue: list[tuple[float, str, str]] = []
-        self._busy = False
-        self._stopped = False
-        self._thread = threading.Thread(target=self._run, name="log-deleter", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def add(self, path: str, logdir_path: str, delay_s: float) -> None:
-        with self._cond:
-            self._queue.append((self._manager.clock.monotonic() + delay_s, path, logdir_path))
-            self._queue.sort()
-            self._cond.notify_all()
-
-    def idle(self) -> bool:
-        with self._cond:
-            return not self._queue and not self._busy
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopped = True
-            self._cond.notify_all()
-        if self._thread.is_alive():
-            self._thread.join()
-
-    def _run(self) -> None:
-        clock = self._manager.clock
-        failures = self._manager.failures
-        while True:
-            with self._cond:
-                while not self._stopped:
-                    if self._queue and self._queue[0][0] <= clock.monotonic():
-                        break
-                    self._cond.wait(0.05)
-                if self._stopped:
-                    return
-                _, path, logdir_path = self._queue.pop(0)
-                self._busy = True
-            try:
-                if not failures.is_offline(logdir_path):
-                    with (
-                        failures.guard(logdir_path, f"deleting {path}"),
-                        contextlib.suppress(FileNotFoundError),
-                    ):
-                        shutil.rmtree(path)
-            except KafkaStorageError as exc:
-                log.warning("%s", exc)
-            except Exception:
-                log.exception("deleting %s failed", path)
-            finally:
-                with self._cond:
-                    self._busy = False

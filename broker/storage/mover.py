@@ -35,7 +35,8 @@ from spindle.broker.common.clock import Clock
 from spindle.broker.common.errors import KafkaError, KafkaStorageError
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.storage.checkpoint import fsync_dir
-from spindle.broker.storage.log import Log, suffixed_dir_name
+from spindle.broker.storage.log import Log
+from spindle.broker.storage.names import suffixed_dir_name
 from spindle.broker.storage.segment import SegmentState, SourceShrunk
 from spindle.broker.storage.throttle import Throttle
 

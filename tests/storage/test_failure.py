@@ -50,3 +50,15 @@ def test_errors_that_are_not_io_errors_pass_through_without_taking_the_dir_offli
     with pytest.raises(ValueError, match="bug"), channel.guard("/disk1", "append"):
         raise ValueError("bug")
     assert channel.offline_dirs == []
+
+
+def test_the_handler_runs_on_the_one_handler_thread_and_the_reporter_waits_for_it() -> None:
+    threads: list[str] = []
+    channel = LogDirFailureChannel(
+        lambda path, exc: threads.append(threading.current_thread().name)
+    )
+    assert channel.mark_offline("/disk1", OSError(5, "Input/output error"))
+    assert threads == ["log-dir-failure-handler"]
+    assert not channel.mark_offline("/disk1", OSError(5, "Input/output error"))
+    channel.close()
+    assert threads == ["log-dir-failure-handler"]

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from spindle.broker.common.errors import ErrorCode
+from spindle.broker.common.errors import ErrorCode, KafkaStorageError
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.records.batch import build_batch
 from spindle.broker.storage import LogManager, StorageStartupError
+from spindle.broker.storage.descriptions import DirLoad, choose_log_dir
 from spindle.broker.storage.logdir import read_meta
-from spindle.broker.storage.manager import DirLoad, choose_log_dir
 
 from .conftest import make_settings
 
@@ -193,3 +195,35 @@ def test_corrupt_checkpoint_takes_only_its_dir_offline_at_start(
         log = again.get_log(TopicPartition("cp", p))
         assert log is not None
         assert log.append(build_batch([b"y"])).base_offset == 1
+
+
+def test_a_failed_dir_is_handled_once_on_the_failure_handler_thread_under_the_manager_lock(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    lm = open_manager(dirs)
+    seen: list[tuple[str, str]] = []
+    lm.add_offline_listener(lambda path: seen.append((path, threading.current_thread().name)))
+    start = threading.Barrier(9)
+    raised: list[KafkaStorageError] = []
+
+    def hit_io_error() -> None:
+        start.wait()
+        try:
+            with lm.failures.guard(dirs[0], "append"):
+                raise OSError(errno.EIO, "Input/output error")
+        except KafkaStorageError as exc:
+            raised.append(exc)
+
+    threads = [threading.Thread(target=hit_io_error, name=f"io-{i}") for i in range(8)]
+    with lm._lock:  # the handler needs this lock: it cannot run while the test holds it
+        for t in threads:
+            t.start()
+        start.wait()
+        threads[0].join(timeout=0.2)
+        assert lm.offline_dirs == [dirs[0]]  # offline at once ...
+        assert seen == []  # ... handled only under the manager lock ...
+        assert all(t.is_alive() for t in threads)  # ... and the reporters wait for it
+    for t in threads:
+        t.join()
+    assert seen == [(dirs[0], "log-dir-failure-handler")]
+    assert len(raised) == 8

@@ -1,0 +1,242 @@
+"""Start-up of the log directories: identity and locks, loading replicas, repairing moves
+(Kafka's ``LogLoader`` and the start-up half of ``LogManager``).
+
+Runs once, on the thread that opens the LogManager, before anything else can reach the
+replicas; it fills the manager's tables and returns what the manager must act on. Rules:
+
+- every configured directory that can be created and listed gets its ``meta.properties``
+  completed (``logdir.complete_ensemble``) and its ``.lock`` taken; one that cannot goes
+  offline, and start-up fails only if none is left;
+- each replica directory is loaded with its checkpoints (recovery point, log start offset,
+  high watermark); an unclean shutdown (no marker) recovers segments past the recovery point;
+  ``-delete`` directories are scheduled for deletion, ``-stray`` and other names are skipped;
+  two live (or two future) replicas of one partition refuse start-up, naming both;
+- future replicas follow seed 000's crash rules (:func:`recover_moves`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from spindle.broker.common.clock import Clock
+from spindle.broker.common.errors import KafkaStorageError
+from spindle.broker.common.ids import TopicPartition
+from spindle.broker.storage.checkpoint import (
+    LOG_START_OFFSET,
+    RECOVERY_POINT,
+    REPLICATION_OFFSET,
+    fsync_dir,
+    read_checkpoint,
+)
+from spindle.broker.storage.failure import LogDirFailureChannel
+from spindle.broker.storage.log import Log
+from spindle.broker.storage.logdir import (
+    LogDir,
+    MetaProperties,
+    StorageStartupError,
+    complete_ensemble,
+    read_meta,
+    write_meta,
+)
+from spindle.broker.storage.names import (
+    DELETE_SUFFIX,
+    FUTURE_SUFFIX,
+    TOPIC_FILE,
+    parse_dir_name,
+    partition_dir_name,
+)
+from spindle.broker.storage.settings import StorageSettings
+
+log = logging.getLogger(__name__)
+
+ScheduleDelete = Callable[[str, str], None]
+"""``schedule_delete(path, logdir_path)``: delete a ``-delete`` directory later."""
+
+
+@dataclass
+class _DirCheckpoints:
+    """One directory's checkpoint files and clean-shutdown marker, read before loading."""
+
+    clean: bool
+    recovery: dict[TopicPartition, int]
+    starts: dict[TopicPartition, int]
+    hws: dict[TopicPartition, int]
+    names: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RecoveredMoves:
+    """What :func:`recover_moves` decided: moves to resume, partitions left offline."""
+
+    resume: dict[TopicPartition, Log] = field(default_factory=dict)
+    offline: set[TopicPartition] = field(default_factory=set)
+
+
+class LogLoader:
+    """Loads one broker's directories into the LogManager's tables (see module docstring)."""
+
+    def __init__(
+        self,
+        dirs: Mapping[str, LogDir],
+        failures: LogDirFailureChannel,
+        *,
+        settings: StorageSettings,
+        clock: Clock,
+        schedule_delete: ScheduleDelete,
+    ) -> None:
+        self._dirs = dirs
+        self._failures = failures
+        self._settings = settings
+        self._clock = clock
+        self._schedule_delete = schedule_delete
+
+    def open_dirs(self, *, cluster_id: str, node_id: int) -> None:
+        """Check every directory's identity against the others and this broker, write what is
+        missing, take the locks. A directory that cannot be used goes offline."""
+        metas: dict[str, MetaProperties | None] = {}
+        for path in self._dirs:
+            try:
+                os.makedirs(path, exist_ok=True)
+                if not os.path.isdir(path):
+                    raise NotADirectoryError(20, "not a directory", path)
+                os.listdir(path)
+                metas[path] = read_meta(path)
+            except OSError as exc:
+                self._failures.mark_offline(path, exc)
+        if not metas:
+            raise StorageStartupError(
+                "no log directory is usable: "
+                + "; ".join(f"{p}: offline" for p in self._failures.offline_dirs)
+            )
+        ensemble = complete_ensemble(metas, cluster_id=cluster_id, node_id=node_id)
+        for path, meta in ensemble.items():
+            d = self._dirs[path]
+            d.directory_id = meta.directory_id
+            try:
+                with self._failures.guard(path, "writing meta.properties and locking"):
+                    if metas[path] != meta:
+                        write_meta(path, meta)
+                    d.acquire_lock()
+            except KafkaStorageError:
+                continue
+
+    def load_replicas(self, logs: dict[TopicPartition, Log]) -> dict[TopicPartition, Log]:
+        """Load every online directory's replicas: live ones into ``logs``, future ones
+        returned. A directory that fails while loading goes offline; the others load."""
+        futures: dict[TopicPartition, Log] = {}
+        for path, d in self._dirs.items():
+            if self._failures.is_offline(path):
+                continue
+            try:
+                self._load_dir(d, logs, futures)
+            except KafkaStorageError as exc:
+                log.error("log directory %s failed while loading: %s", path, exc)
+        return futures
+
+    def _load_dir(
+        self, d: LogDir, logs: dict[TopicPartition, Log], futures: dict[TopicPartition, Log]
+    ) -> None:
+        """Load every replica directory in ``d``; a failure takes ``d`` offline."""
+        path = d.path
+        loaded: list[tuple[TopicPartition, Log]] = []
+        with self._failures.guard(path, "loading"):
+            checkpoints = _DirCheckpoints(
+                clean=d.had_clean_shutdown(),
+                recovery=read_checkpoint(d.file(RECOVERY_POINT)),
+                starts=read_checkpoint(d.file(LOG_START_OFFSET)),
+                hws=read_checkpoint(d.file(REPLICATION_OFFSET)),
+                names=sorted(os.listdir(path)),
+            )
+        try:
+            self._load_replicas(d, checkpoints, loaded)
+        except BaseException:
+            for _, lg in loaded:
+                lg.close()
+            raise
+        with self._failures.guard(path, "clearing the clean-shutdown marker"):
+            d.clear_clean_shutdown()
+        for tp, lg in loaded:
+            table = futures if lg.is_future else logs
+            other = table.get(tp)
+            if other is not None:
+                kind = "future replicas" if lg.is_future else "live replicas"
+                raise StorageStartupError(
+                    f"two {kind} of partition {tp}: {other.dir_path} and {lg.dir_path}; "
+                    f"remove one before starting"
+                )
+            table[tp] = lg
+
+    def _load_replicas(
+        self, d: LogDir, checkpoints: _DirCheckpoints, loaded: list[tuple[TopicPartition, Log]]
+    ) -> None:
+        """Load the replica directories of ``d`` into ``loaded``; schedule ``-delete`` ones for
+        deletion; skip ``-stray`` and anything that is not a replica."""
+        path = d.path
+        for name in checkpoints.names:
+            full = os.path.join(path, name)
+            if not os.path.isdir(full):
+                continue
+            parsed = parse_dir_name(name)
+            if parsed is None:
+                continue
+            tp, kind = parsed
+            topic_file = os.path.join(full, TOPIC_FILE)
+            if kind == FUTURE_SUFFIX and os.path.exists(topic_file):
+                with self._failures.guard(path, f"reading {topic_file}"), open(topic_file) as f:
+                    tp = TopicPartition(f.read().strip(), tp.partition)
+            if kind == DELETE_SUFFIX:
+                self._schedule_delete(full, path)
+                continue
+            if kind not in ("", FUTURE_SUFFIX):
+                continue
+            replica = Log.load(
+                tp,
+                full,
+                path,
+                settings=self._settings,
+                clock=self._clock,
+                failures=self._failures,
+                is_future=kind == FUTURE_SUFFIX,
+                recovery_point=checkpoints.recovery.get(tp, 0),
+                log_start_offset=checkpoints.starts.get(tp),
+                high_watermark=checkpoints.hws.get(tp),
+                clean=checkpoints.clean,
+            )
+            loaded.append((tp, replica))
+
+    def recover_moves(
+        self, logs: dict[TopicPartition, Log], futures: Mapping[TopicPartition, Log]
+    ) -> RecoveredMoves:
+        """Seed 000's rules for future replicas found at start-up: live + future → resume the
+        move; only the future (no directory offline) → promote it to the live replica (into
+        ``logs``); otherwise the live replica may be on an offline directory → touch nothing,
+        the partition stays offline."""
+        out = RecoveredMoves()
+        any_offline = bool(self._failures.offline_dirs)
+        for tp, fut in sorted(futures.items()):
+            live = logs.get(tp)
+            if live is not None and not self._failures.is_offline(live.logdir_path):
+                out.resume[tp] = fut
+            elif live is None and not any_offline and self._promote(tp, fut):
+                logs[tp] = fut
+            else:
+                fut.close()
+                out.offline.add(tp)
+        return out
+
+    def _promote(self, tp: TopicPartition, fut: Log) -> bool:
+        """Rename a future replica whose live replica is gone into the live name."""
+        target = os.path.join(fut.logdir_path, partition_dir_name(tp))
+        try:
+            with self._failures.guard(fut.logdir_path, f"promoting future log of {tp}"):
+                os.rename(fut.dir_path, target)
+                fsync_dir(fut.logdir_path)
+        except KafkaStorageError:
+            return False
+        fut.rename_dir(target)
+        fut.is_future = False
+        log.info("promoted the future replica of %s in %s", tp, fut.logdir_path)
+        return True
