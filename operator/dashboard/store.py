@@ -42,10 +42,27 @@ class Change:
         }
 
 
+def _terms(patterns: tuple[str, ...]) -> list[str]:
+    """kopf's namespace syntax: each value may hold comma-separated globs, ``!`` excludes."""
+    return [t.strip() for p in patterns for t in p.split(",") if t.strip()]
+
+
 def literal(patterns: tuple[str, ...]) -> bool:
     """Whether every pattern names one namespace (then each is watched on its own, which a
-    Role in that namespace allows; a pattern needs a cluster-wide watch)."""
-    return bool(patterns) and not any(set(p) & set("*?[") for p in patterns)
+    Role in that namespace allows; a glob or an exclusion needs a cluster-wide watch)."""
+    terms = _terms(patterns)
+    return bool(terms) and not any(set(t) & set("*?[!") for t in terms)
+
+
+def serves(patterns: tuple[str, ...], namespace: str) -> bool:
+    """Whether ``namespace`` is served: it matches an inclusion (or there is none) and no
+    exclusion, as kopf decides for ``--namespace``."""
+    terms = _terms(patterns)
+    include = [t for t in terms if not t.startswith("!")]
+    exclude = [t[1:] for t in terms if t.startswith("!")]
+    if any(fnmatch.fnmatchcase(namespace, t) for t in exclude):
+        return False
+    return not include or any(fnmatch.fnmatchcase(namespace, t) for t in include)
 
 
 class Store:
@@ -65,7 +82,7 @@ class Store:
 
     # -- reading -------------------------------------------------------------------------
     def serves(self, namespace: str) -> bool:
-        return not self._patterns or any(fnmatch.fnmatchcase(namespace, p) for p in self._patterns)
+        return serves(self._patterns, namespace)
 
     def objects(self, kind: Kind) -> list[Obj]:
         """Every object of a kind, sorted by namespace and name (stable pages)."""
@@ -115,7 +132,9 @@ class Store:
 
     # -- following -----------------------------------------------------------------------
     def start(self) -> None:
-        scopes: list[str | None] = list(self._patterns) if literal(self._patterns) else [None]
+        scopes: list[str | None] = (
+            list(_terms(self._patterns)) if literal(self._patterns) else [None]
+        )
         for kind in WATCHED:
             for namespace in scopes:
                 task = asyncio.create_task(self._follow(kind, namespace))

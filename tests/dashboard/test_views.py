@@ -11,7 +11,7 @@ from spindle.operator.dashboard import fmt, proposals, views
 from spindle.operator.dashboard.actions import ACTIONS
 from spindle.operator.dashboard.auth import Sessions, User, csrf_matches
 from spindle.operator.dashboard.settings import parse_listen
-from spindle.operator.dashboard.store import literal
+from spindle.operator.dashboard.store import literal, serves
 from spindle.rebalance.model import Goals
 
 GI = 1024**3
@@ -250,10 +250,16 @@ def test_listen_address_parsing_refuses_nonsense_clearly() -> None:
             parse_listen(bad)
 
 
-def test_namespace_patterns_decide_between_per_namespace_and_cluster_watches() -> None:
-    assert literal(("a", "b"))
+def test_namespace_patterns_follow_kopfs_syntax_and_decide_the_kind_of_watch() -> None:
+    assert literal(("a", "b,c"))
     assert not literal(("dash-*",))
+    assert not literal(("!kube-system",))
     assert not literal(())
+    assert serves((), "anything")
+    assert serves(("dash-*",), "dash-1")
+    assert not serves(("dash-*",), "op-1")
+    assert serves(("!kube-*",), "team-a")
+    assert not serves(("*,!kube-system",), "kube-system")
 
 
 def test_human_bytes_and_durations() -> None:
