@@ -5,7 +5,9 @@ Kafka's ``LogCleaner`` in a smaller shape. One pass over a partition:
 1. Pick the cleanable segments: every segment before the active one (never the active
    segment), entirely below the high watermark, stopping at the first whose newest record is
    younger than ``min.compaction.lag.ms``. Clean only if the dirty part (bytes appended since
-   the last pass) is at least ``min.cleanable.dirty.ratio`` of them.
+   the last pass) is at least ``min.cleanable.dirty.ratio`` of them, or when the oldest
+   tombstone kept by the last pass has outlived ``delete.retention.ms`` (as Kafka does since
+   KIP-534, so deletes disappear even from a topic nobody writes to any more).
 2. Build the offset map: key → offset of its latest record in those segments.
 3. For each segment holding something to drop, write a cleaned copy next to it
    (``<base>.log.cleaned``): a record survives if it is the latest for its key; a tombstone
@@ -90,6 +92,9 @@ class LogCleaner:
         self._hook = hook
         self._clean_upto: dict[int, tuple[str, int]] = {}
         """id(Log) → (its directory, first offset not yet cleaned)."""
+        self._tombstones_due: dict[int, int] = {}
+        """id(Log) → wall time at which its oldest kept tombstone may go (KIP-534: a log is
+        cleaned then even if nothing new was written)."""
 
     def _step(self, name: str, tp: TopicPartition) -> None:
         if self._hook is not None:
@@ -126,15 +131,22 @@ class LogCleaner:
     ) -> CleanResult | None:
         """One compaction pass over ``lg``; None when nothing was due (dirty ratio too low)."""
         generation, segments = self._cleanable(lg, config)
+        now = self._clock.wall_ms()
+        due = self._tombstones_due.get(id(lg))
         if not segments or (
-            not force and self.dirty_ratio(lg, segments) < config.min_cleanable_dirty_ratio
+            not force
+            and (due is None or now < due)
+            and self.dirty_ratio(lg, segments) < config.min_cleanable_dirty_ratio
         ):
             return None
         latest = self._offset_map(lg, segments)
-        horizon = self._clock.wall_ms() - config.delete_retention_ms
+        horizon = now - config.delete_retention_ms
         rewritten = removed = before = after = 0
+        oldest_tombstone: int | None = None
         for seg in segments:
-            kept, dropped = self._filter(lg, seg, latest, horizon)
+            kept, dropped, tombstone_ts = self._filter(lg, seg, latest, horizon)
+            if tombstone_ts is not None:
+                oldest_tombstone = min(tombstone_ts, oldest_tombstone or tombstone_ts)
             if dropped == 0:
                 continue
             size = seg.size
@@ -148,6 +160,10 @@ class LogCleaner:
             before += size
             after += len(kept)
         self._clean_upto[id(lg)] = (lg.dir_path, segments[-1].next_offset)
+        if oldest_tombstone is None:
+            self._tombstones_due.pop(id(lg), None)
+        else:
+            self._tombstones_due[id(lg)] = oldest_tombstone + config.delete_retention_ms + 1
         if rewritten:
             log.info(
                 "compacted %s: %d segments, %d records removed, %d -> %d bytes",
@@ -191,10 +207,11 @@ class LogCleaner:
 
     def _filter(
         self, lg: Log, seg: Segment, latest: dict[bytes, int], horizon: int
-    ) -> tuple[bytes, int]:
-        """(cleaned segment bytes, records dropped)."""
+    ) -> tuple[bytes, int, int | None]:
+        """(cleaned segment bytes, records dropped, timestamp of the oldest kept tombstone)."""
         out = bytearray()
         dropped = 0
+        tombstone_ts: int | None = None
         for raw, batch in self._batches(lg, seg):
             if batch.is_control_batch:
                 out += raw
@@ -208,11 +225,13 @@ class LogCleaner:
                 or (latest.get(bytes(r.key)) == r.offset and not (r.value is None and old))
             ]
             dropped += len(records) - len(keep)
+            if any(r.value is None for r in keep):
+                tombstone_ts = min(batch.max_timestamp, tombstone_ts or batch.max_timestamp)
             if len(keep) == len(records):
                 out += raw
             elif keep:
                 out += _rebuild(raw, batch, keep)
-        return bytes(out), dropped
+        return bytes(out), dropped, tombstone_ts
 
     # --- swapping ---------------------------------------------------------------------------
 

@@ -254,7 +254,7 @@ def _described(
         "protocol_type": "",
         "protocol_data": "",
         "members": [],
-        "authorized_operations": -(1 << 31),
+        "authorized_operations": None,  # not requested (the schema encodes INT32_MIN)
     }
     if not _group_allowed(broker, ctx, group_id, Operation.DESCRIBE):
         out["error_code"] = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
