@@ -223,8 +223,8 @@ def volume_page(volume: Obj, events: Iterable[Obj], reassignments: Iterable[Obj]
             {
                 "time": status["lastTransitionTime"],
                 "type": "Normal",
-                "reason": "StateObserved",
-                "message": f"state became {row['state']} (status.lastTransitionTime)",
+                "reason": "LastTransition",
+                "message": f"last state change the operator recorded; the state is now {row['state']}",
                 "source": "status",
                 "count": 1,
             }

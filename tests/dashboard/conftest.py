@@ -113,7 +113,7 @@ def spindle_crds(kube: Any) -> Any:
     return kube
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def dashboard_url(spindle_crds: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``spindle-operator run --dashboard`` as a real subprocess serving the dash-* namespaces,
     reads open (the pages are viewable without a token; actions still need one)."""
@@ -208,7 +208,7 @@ USAGE = {
 STATES = {"demo-2-data-2": "Cordoned"}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def demo(dashboard_url: str, spindle_crds: Any) -> Iterator[Namespace]:
     """The README's example cluster (examples/) in a fresh dash-* namespace, its nine
     LogVolumes made by the operator, with bytes and replica counts written into their status."""

@@ -133,7 +133,7 @@ def test_volume_page_history_is_newest_first_and_includes_the_failure() -> None:
         },
     }
     page = views.volume_page(lv, events, [reassignment])
-    assert [h["reason"] for h in page["history"]] == ["StateObserved", "FailureIOError", "Created"]
+    assert [h["reason"] for h in page["history"]] == ["LastTransition", "FailureIOError", "Created"]
     assert page["partitions"] is None
     assert page["incomingMoves"] == [
         {"reassignment": "r", "topic": "t", "partition": 0, "phase": "Pending"}
