@@ -20,7 +20,12 @@ def register(settings: DashboardSettings, registry: kopf.OperatorRegistry | None
     running: list[Running] = []
 
     async def start_dashboard(logger: Any, **_: Any) -> None:
-        running.append(await start(settings))
+        try:
+            running.append(await start(settings))
+        except OSError as exc:  # the port is taken or the address is not this host's
+            raise kopf.PermanentError(
+                f"dashboard cannot listen on {settings.host}:{settings.port}: {exc}"
+            ) from exc
         logger.info("dashboard on %s", running[-1].url)
 
     async def stop_dashboard(**_: Any) -> None:

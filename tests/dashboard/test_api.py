@@ -114,6 +114,35 @@ async def _next_change(stream: aiohttp.ClientResponse) -> dict[str, Any]:
     raise AssertionError("the event stream ended")
 
 
+def test_the_operator_stops_when_the_dashboard_port_is_taken(
+    spindle_crds: Any, tmp_path: Any
+) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [
+                "spindle-operator",
+                "run",
+                "--namespace",
+                "nothing-here",
+                "--dashboard",
+                f"127.0.0.1:{port}",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=spindle_crds.env,
+            cwd=tmp_path,
+            timeout=120,
+        )
+    assert result.returncode != 0
+    assert f"dashboard cannot listen on 127.0.0.1:{port}" in result.stdout + result.stderr
+
+
 def test_the_operator_refuses_a_malformed_dashboard_address() -> None:
     result = subprocess.run(
         ["spindle-operator", "run", "--dashboard", "8081"],
