@@ -17,9 +17,10 @@ Every broker runs a :class:`ClusterController`. Two kinds of writes reach etcd:
 
 The decisions themselves are the pure functions of :mod:`.partition_change` and
 :mod:`.placement`; this module only feeds them the current view and writes the result.
-What is not here yet (issue #9): ISR expansion (needs follower fetching), AlterPartition from
-leaders, reassignment progress beyond what ISR changes trigger, ElectLeaders and the
-auto-leader-rebalance task.
+Leaders change their own ISR (expand/shrink) with ``alter_partition_isr`` (Kafka's
+AlterPartition), validated against the leader epoch; a reassignment completes in the ISR write
+that brings its last adding replica in sync. Not here yet (issue #9): ElectLeaders, the
+auto-leader-rebalance task, KIP-1066 cordons reported by brokers, ``log.dir.failure.timeout.ms``.
 """
 
 from __future__ import annotations
@@ -121,6 +122,10 @@ class ClusterController(SingleBrokerController):
     async def _on_metadata(self, delta: MetadataDelta) -> None:
         if self.active and (delta.full or delta.sessions or delta.brokers or delta.topics):
             await self.reconcile()
+
+    def _eligible(self, broker: int) -> bool:
+        session = self.store.sessions.get(broker)
+        return session is not None and not session.wants_fence
 
     def _active_brokers(self) -> set[int]:
         return {b for b, s in self.store.sessions.items() if not s.wants_fence}

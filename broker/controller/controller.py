@@ -24,6 +24,7 @@ from .model import (
     plan_partitions,
     validate_topic_name,
 )
+from .partition_change import change_partition
 from .store import ControllerFenced, MetadataConflict, MetadataStore
 
 TOPIC_CONFIGS = frozenset(
@@ -350,3 +351,59 @@ class SingleBrokerController:
 
     async def allocate_producer_ids(self, block_size: int) -> int:
         return await self.store.allocate_producer_ids(block_size)
+
+    def _eligible(self, broker: int) -> bool:
+        """May ``broker`` lead or join an ISR? (One broker: always; see ClusterController.)"""
+        return True
+
+    async def alter_partition_isr(
+        self, tp: TopicPartition, leader_id: int, leader_epoch: int, isr: list[int]
+    ) -> None:
+        """Kafka's AlterPartition: the leader of ``tp`` at ``leader_epoch`` asks for ``isr``.
+
+        Refused with NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH when the leadership has
+        moved on, INVALID_REQUEST for an ISR that is not a subset of the replicas holding the
+        leader, INELIGIBLE_REPLICA-like INVALID_REPLICA_ASSIGNMENT for a fenced broker added.
+        A reassignment whose adding replicas are now all in sync completes in the same write.
+        """
+        for attempt in range(ASSIGN_ATTEMPTS):
+            topic = self._topic(tp.topic)
+            part = topic.partitions.get(tp.partition)
+            if part is None:
+                raise KafkaError(
+                    f"partition {tp} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                )
+            if part.leader != leader_id:
+                raise KafkaError(
+                    f"broker {leader_id} does not lead {tp} (leader {part.leader})",
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                )
+            if part.leader_epoch != leader_epoch:
+                raise KafkaError(
+                    f"leader epoch {leader_epoch} of {tp} is stale (now {part.leader_epoch})",
+                    ErrorCode.FENCED_LEADER_EPOCH,
+                )
+            if leader_id not in isr or not set(isr) <= set(part.replicas):
+                raise KafkaError(
+                    f"isr {isr} of {tp} must hold the leader and only replicas {part.replicas}",
+                    ErrorCode.INVALID_REQUEST,
+                )
+            added = [b for b in isr if b not in part.isr and not self._eligible(b)]
+            if added:
+                raise KafkaError(
+                    f"brokers {added} are fenced or offline and cannot join the isr of {tp}",
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                )
+            new = change_partition(part, isr=list(isr), acceptable=self._eligible)
+            if new is None:
+                return
+            try:
+                await self.store.put_topic(
+                    replace(topic, partitions={**topic.partitions, tp.partition: new})
+                )
+                return
+            except ControllerFenced:
+                raise
+            except MetadataConflict:
+                if attempt == ASSIGN_ATTEMPTS - 1:
+                    raise

@@ -168,12 +168,14 @@ class MetadataStore:
         controller = configs = False
         for event in batch.events:
             kv = event.kv
-            if kv.mod_revision <= self._seen.get(kv.key, 0):
-                continue
-            if event.deleted:
-                self._remove(kv.key, kv.mod_revision)
-            else:
-                self._apply(kv)
+            # At or below the last revision applied: this store's own write coming back (its
+            # cache has it already), or older. Listeners still hear of it: the write may have
+            # come from another component of this broker than the one listening.
+            if kv.mod_revision > self._seen.get(kv.key, 0):
+                if event.deleted:
+                    self._remove(kv.key, kv.mod_revision)
+                else:
+                    self._apply(kv)
             rel = self._rel(kv.key)
             kind, _, name = rel.partition("/")
             if kind == "topics":

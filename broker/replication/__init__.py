@@ -1,8 +1,10 @@
 """Replicas between metadata and storage: the replica manager (``replica_manager``: local
 replicas created and deleted as the metadata says, the append path, the high watermark,
-directories reported back to the controller) and idempotent-producer state
-(``producer_state``). Follower fetchers and ISR tracking arrive with the multi-broker issue.
+acks=all waits, directories reported back to the controller), the roles of each replica
+(``roles``: leader state or a follower's fetching), the leader's view of its followers
+(``isr``: log ends, high watermark, ISR expand/shrink; pure), follower fetching over the Kafka
+protocol (``fetcher``) and idempotent-producer state (``producer_state``).
 
-Runs on the broker's event loop (not thread-safe); reads the metadata through protocols, so it
-never imports the controller (a sibling layer).
+Runs on the broker's event loop (not thread-safe); reads the metadata and writes ISR changes
+and directory reports through protocols, so it never imports the controller (a sibling layer).
 """

@@ -22,16 +22,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Protocol
 
+from spindle.broker.common.clock import Clock, SystemClock
 from spindle.broker.common.errors import ErrorCode, KafkaError
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.common.kafka_uuid import LOST_DIR, to_kafka_str
 from spindle.broker.records.batch import iter_batches, parse_header
 from spindle.broker.storage import Log, LogManager
 
+from .fetcher import FetcherManager
 from .producer_state import ProducerStateTable
+from .roles import IsrWriter, PartitionRoles
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,10 @@ class PartitionView(Protocol):
     def directories(self) -> Sequence[str]: ...
     @property
     def leader(self) -> int: ...
+    @property
+    def leader_epoch(self) -> int: ...
+    @property
+    def isr(self) -> Sequence[int]: ...
 
 
 class TopicView(Protocol):
@@ -110,6 +117,10 @@ class ReplicaManager:
         metadata: MetadataView,
         assigner: DirectoryAssigner,
         static_configs: Mapping[str, str],
+        clock: Clock | None = None,
+        isr_writer: IsrWriter | None = None,
+        endpoints: Callable[[int], tuple[str, int] | None] | None = None,
+        replica_lag_time_max_ms: int = 30_000,
     ) -> None:
         self.node_id = node_id
         self.logs = logs
@@ -118,24 +129,51 @@ class ReplicaManager:
         self.static_configs = dict(static_configs)
         self.producers = ProducerStateTable()
         self.appends = AppendNotifier()
+        self.fetchers = FetcherManager(
+            node_id=node_id, endpoint=endpoints or (lambda _b: None), logs=logs
+        )
+        self.roles = PartitionRoles(
+            node_id=node_id,
+            logs=logs,
+            fetchers=self.fetchers,
+            isr_writer=isr_writer,
+            clock=clock or SystemClock(),
+            lag_max_s=replica_lag_time_max_ms / 1000,
+        )
 
     # --- start-up --------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Bring up the replicas the metadata assigns here, after storage has loaded.
 
-        This broker is the only replica of everything it hosts: every appended offset is
-        committed, so the high watermark is the log end (the checkpoint may lag after a crash).
+        Where this broker is a partition's only replica every appended offset is committed, so
+        the high watermark is the log end (the checkpoint may lag after a crash); with other
+        replicas the checkpointed high watermark stands (a follower truncates to it). Then each
+        replica takes its role (:class:`~.roles.PartitionRoles`).
         """
         for topic in list(self.metadata.topics.values()):
             await self.create_local_logs(topic, is_new=False)
         for tp, partition_log in self.logs.logs().items():
-            partition_log.high_watermark = partition_log.log_end_offset
+            if self._sole_replica(tp):
+                partition_log.high_watermark = partition_log.log_end_offset
             try:
                 self.load_producer_state(tp, partition_log)
             except KafkaError as exc:
                 log.warning("cannot rebuild producer state of %s: %s", tp, exc)
         self.apply_dynamic_broker_configs()
+        self.roles.apply(self._partitions())
+
+    def _sole_replica(self, tp: TopicPartition) -> bool:
+        topic = self.metadata.topics.get(tp.topic)
+        part = topic.partitions.get(tp.partition) if topic else None
+        return part is None or list(part.replicas) == [self.node_id]
+
+    def _partitions(self) -> dict[str, Mapping[int, PartitionView]]:
+        return {name: t.partitions for name, t in self.metadata.topics.items()}
+
+    async def close(self) -> None:
+        """Stop fetching from leaders."""
+        await self.fetchers.close()
 
     def load_producer_state(
         self, tp: TopicPartition, partition_log: Log, *, tail_offsets: int = 20_000
@@ -252,8 +290,8 @@ class ReplicaManager:
                 tp, pid, header.producer_epoch, header.base_sequence, header.record_count
             )
         result = partition_log.append(records)
-        # One replica: the high watermark is the log end offset once the append returns.
-        partition_log.high_watermark = partition_log.log_end_offset
+        # Alone in the ISR the high watermark is the log end at once; else followers move it.
+        self.roles.after_append(tp, partition_log)
         if pid >= 0:
             self.producers.record(
                 tp,
@@ -265,6 +303,52 @@ class ReplicaManager:
                 result.last_offset,
             )
         return int(result.base_offset), int(getattr(result, "log_start_offset", 0))
+
+    def check_min_isr(self, tp: TopicPartition) -> None:
+        """acks=all refuses to append while the ISR is smaller than ``min.insync.replicas``
+        (topic config, else the broker's static one, else 1): NOT_ENOUGH_REPLICAS."""
+        topic = self.metadata.topics.get(tp.topic)
+        part = topic.partitions.get(tp.partition) if topic else None
+        if topic is None or part is None:
+            return
+        configs = getattr(topic, "configs", {})
+        raw = configs.get("min.insync.replicas") or self.static_configs.get(
+            "min.insync.replicas", "1"
+        )
+        if len(part.isr) < int(raw):
+            raise KafkaError(
+                f"{tp} has {len(part.isr)} in-sync replicas {list(part.isr)}, fewer than "
+                f"min.insync.replicas={raw}",
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+            )
+
+    async def wait_committed(
+        self, ends: Mapping[TopicPartition, int], timeout_s: float
+    ) -> set[TopicPartition]:
+        """Wait until each partition's high watermark reaches its end offset in ``ends``
+        (acks=all); return the partitions that did not within ``timeout_s``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            waiting = set()
+            for tp, end in ends.items():
+                found = self.logs.get_log(tp)
+                if found is None or found.high_watermark < end:
+                    waiting.add(tp)
+            remaining = deadline - loop.time()
+            if not waiting or remaining <= 0:
+                return waiting
+            await self.appends.wait(remaining)
+
+    def follower_fetch(self, tp: TopicPartition, replica_id: int, fetch_offset: int) -> Log:
+        """A follower's fetch of a partition led here: record its position (which may move
+        the high watermark and wake consumers) and return the log to read, up to its end."""
+        if self.roles.on_follower_fetch(tp, replica_id, fetch_offset):
+            self.appended()
+        found = self.logs.get_log(tp)
+        if found is None:
+            raise KafkaError(f"{tp} is not hosted here", ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return found
 
     def appended(self) -> None:
         """Wake fetches waiting for data (after a request appended to any partition)."""
@@ -292,6 +376,7 @@ class ReplicaManager:
             await asyncio.sleep(interval_s)
             try:
                 await self.report_directories()
+                await self.roles.check_isr()
             except Exception:
                 log.exception("reporting replica directories to the controller failed")
 
@@ -333,6 +418,7 @@ class ReplicaManager:
             )
             if missing:
                 await self.create_local_logs(topic, is_new=False)
+        self.roles.apply(self._partitions())
 
     async def report_directories(self) -> None:
         """Report each local replica's directory (AssignReplicasToDirs): a finished move

@@ -147,6 +147,10 @@ class BrokerServer:
             metadata=self.store,
             assigner=self.controller,
             static_configs=self.static_configs,
+            clock=self.clock,
+            isr_writer=self.controller,
+            endpoints=self._endpoint_of,
+            replica_lag_time_max_ms=s.replica_lag_time_max_ms,
         )
         replicas = self.replicas
         self.groups = GroupCoordinator(
@@ -226,6 +230,13 @@ class BrokerServer:
             except Exception:
                 log.exception("group coordinator timers failed")
 
+    def _endpoint_of(self, node_id: int) -> tuple[str, int] | None:
+        """Where to fetch from broker ``node_id`` (its registered listener), if it is live."""
+        reg = self.store.brokers.get(node_id)
+        if reg is None or (self.cluster is not None and node_id not in self.store.sessions):
+            return None
+        return reg.host, reg.port
+
     async def _on_metadata(self, delta: MetadataDelta) -> None:
         """The watch applied a change: create or delete local replicas as it says."""
         if self.replicas is not None and (delta.full or delta.topics):
@@ -295,6 +306,8 @@ class BrokerServer:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        if self.replicas is not None:
+            await self.replicas.close()
         if self.metrics is not None:
             await self.metrics.stop()
         if self._server is not None:

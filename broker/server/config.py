@@ -112,6 +112,12 @@ class BrokerSettings(GroupSettings):
         ge=100,
         description="How often a broker renews its session.",
     )
+    replica_lag_time_max_ms: int = Field(
+        30_000,
+        alias="replica.lag.time.max.ms",
+        ge=1,
+        description="An in-sync follower not caught up for this long leaves the ISR.",
+    )
     cluster_id: str | None = Field(
         None,
         description="Expected cluster id; the first broker of a new cluster creates one if unset.",

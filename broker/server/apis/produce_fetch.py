@@ -34,7 +34,8 @@ DEFAULT_FETCH_MAX_BYTES = 52428800
 def _produce_partition(
     broker: ApiContext, tp: TopicPartition, pd: Any, acks: int, allowed: bool
 ) -> tuple[dict[str, Any], bool]:
-    """Append one partition's batch: its response and whether anything was appended."""
+    """Append one partition's batch: its response and whether anything was appended. With
+    acks=all the ISR must hold ``min.insync.replicas`` first (NOT_ENOUGH_REPLICAS)."""
     base, start, code, msg = -1, -1, 0, None
     appended = False
     try:
@@ -42,6 +43,8 @@ def _produce_partition(
             raise not_authorized(Operation.WRITE, ResourceType.TOPIC, str(tp))
         if acks not in (-1, 0, 1):
             raise KafkaError(f"acks={acks} is not -1, 0 or 1", ErrorCode.INVALID_REQUIRED_ACKS)
+        if acks == -1:
+            broker.replicas.check_min_isr(tp)
         base, start = broker.replicas.append(tp, pd.records)
         appended = True
     except DuplicateBatch as dup:
@@ -65,6 +68,7 @@ async def produce(broker: ApiContext, ctx: RequestContext, req: Request) -> dict
     acks = body.acks
     responses = []
     appended = False
+    ends: dict[TopicPartition, tuple[int, dict[str, Any]]] = {}
     for td in body.topic_data:
         parts = []
         allowed = broker.allowed(ctx, Operation.WRITE, ResourceType.TOPIC, td.name)
@@ -72,10 +76,23 @@ async def produce(broker: ApiContext, ctx: RequestContext, req: Request) -> dict
             tp = TopicPartition(td.name, pd.index)
             part, did_append = _produce_partition(broker, tp, pd, acks, allowed)
             appended = appended or did_append
+            if did_append and acks == -1:
+                ends[tp] = (broker.replicas.hosted_log(tp).log_end_offset, part)
             parts.append(part)
         responses.append({"name": td.name, "partition_responses": parts})
     if appended:
         broker.replicas.appended()
+    if ends:
+        # acks=all: answer once every in-sync replica has the records (the high watermark
+        # passed them), or REQUEST_TIMED_OUT after the request's timeout.
+        late = await broker.replicas.wait_committed(
+            {tp: end for tp, (end, _) in ends.items()}, max(body.timeout_ms, 0) / 1000
+        )
+        for tp in late:
+            ends[tp][1].update(
+                error_code=int(ErrorCode.REQUEST_TIMED_OUT),
+                error_message=f"{tp} was not replicated to the in-sync replicas in time",
+            )
     if acks == 0:
         return None
     return {"responses": responses, "throttle_time_ms": 0}
@@ -101,10 +118,17 @@ async def fetch(broker: ApiContext, ctx: RequestContext, req: Request) -> dict[s
 
 
 def _fetch_partition(
-    broker: ApiContext, tp: TopicPartition, p: Any, budget: int, allowed: bool
+    broker: ApiContext,
+    tp: TopicPartition,
+    p: Any,
+    budget: int,
+    allowed: bool,
+    replica_id: int = -1,
 ) -> tuple[dict[str, Any], int]:
     """Read one partition of a fetch: its response and the bytes it carries. Errors are
-    answered in ``error_code`` (and end a long poll)."""
+    answered in ``error_code`` (and end a long poll). A follower's fetch (``replica_id`` >= 0)
+    records its position with the leader and reads up to the log end, not the high
+    watermark (Kafka's replica fetch)."""
     out: dict[str, Any] = {
         "partition_index": p.partition,
         "error_code": 0,
@@ -119,8 +143,12 @@ def _fetch_partition(
     with errors_into(out, message=False):
         if not allowed:
             raise not_authorized(Operation.READ, ResourceType.TOPIC, str(tp))
-        partition_log = broker.replicas.hosted_log(tp)
-        hw = partition_log.high_watermark
+        if replica_id >= 0:
+            partition_log = broker.replicas.follower_fetch(tp, replica_id, p.fetch_offset)
+            hw = partition_log.log_end_offset
+        else:
+            partition_log = broker.replicas.hosted_log(tp)
+            hw = partition_log.high_watermark
         # KIP-74: storage returns at least one whole batch for a positive limit, so the first
         # non-empty partition answers even if its batch exceeds the limits.
         limit = max(min(p.partition_max_bytes, budget), 0)
@@ -150,7 +178,12 @@ def _read_fetch(
         parts = []
         for p in t.partitions:
             out, size = _fetch_partition(
-                broker, TopicPartition(t.topic, p.partition), p, budget, allowed
+                broker,
+                TopicPartition(t.topic, p.partition),
+                p,
+                budget,
+                allowed,
+                getattr(body, "replica_id", -1),
             )
             total += size
             budget -= size

@@ -1,11 +1,8 @@
 """Three real broker processes in one cluster, coordinated through a real etcd
 (``spindle.controller.mode=elected``): one controller is elected; SIGKILLing it elects another
 with a higher epoch and loses no metadata; a killed broker's leaderships move to in-sync
-replicas on live brokers, and clients keep producing to and consuming from the new leaders.
-
-Follower replication is not built yet (issue #9): replicas other than the leader do not copy
-its records, so these tests check metadata and the service of new records after failover,
-not that records written before a failover survive it.
+replicas on live brokers; records acknowledged with acks=all before a failover are read back
+from the new leaders (followers fetched them); restarted brokers catch up and rejoin the ISR.
 """
 
 from __future__ import annotations
@@ -108,12 +105,16 @@ def _leaders(topic: TopicState) -> dict[int, int]:
     return {p.partition: p.leader for p in topic.partitions.values()}
 
 
-def _round_trip(cluster: Cluster, alive: set[int], topic: str, tag: str) -> None:
-    """Produce one message per partition through live brokers and read each back."""
-    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap(alive), acks=1, retries=10)
+def _produce(cluster: Cluster, alive: set[int], topic: str, tag: str) -> None:
+    """One message per partition with acks=all (acknowledged once the ISR has it)."""
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap(alive), acks="all", retries=10)
     for p in range(PARTITIONS):
         producer.send(topic, f"{tag}-{p}".encode(), partition=p).get(timeout=30)
     producer.close()
+
+
+def _consume(cluster: Cluster, alive: set[int], topic: str, tag: str) -> None:
+    """Every partition's ``tag`` message is read back from the current leaders."""
     consumer = KafkaConsumer(
         bootstrap_servers=cluster.bootstrap(alive),
         enable_auto_commit=False,
@@ -131,6 +132,11 @@ def _round_trip(cluster: Cluster, alive: set[int], topic: str, tag: str) -> None
             break
     consumer.close()
     assert seen == want
+
+
+def _round_trip(cluster: Cluster, alive: set[int], topic: str, tag: str) -> None:
+    _produce(cluster, alive, topic, tag)
+    _consume(cluster, alive, topic, tag)
 
 
 def test_exactly_one_controller_and_rack_aware_placement(cluster: Cluster) -> None:
@@ -156,6 +162,10 @@ def test_exactly_one_controller_and_rack_aware_placement(cluster: Cluster) -> No
         for p in range(PARTITIONS):
             assert any((Path(d) / f"failover-{p}").is_dir() for d in b.log_dirs)
     _round_trip(cluster, {1, 2, 3}, "failover", "before")
+    # acks=all returned: every in-sync replica has the records, so the leaders' high
+    # watermarks cover them and the ISR stayed whole.
+    view = cluster.view()
+    assert all(p.isr == p.replicas for p in view.topics["failover"].partitions.values())
 
 
 def test_killing_the_controller_elects_another_and_keeps_metadata(cluster: Cluster) -> None:
@@ -190,6 +200,8 @@ def test_killing_the_controller_elects_another_and_keeps_metadata(cluster: Clust
             assert part.leader == next(b for b in prev.replicas if b in survivors)
         else:
             assert part.leader == prev.leader
+    # Records acknowledged before the failover are served by the new leaders.
+    _consume(cluster, survivors, "failover", "before")
     _round_trip(cluster, survivors, "failover", "after-controller")
 
 
@@ -220,18 +232,34 @@ def test_killed_broker_leaderships_move_to_in_sync_replicas(cluster: Cluster) ->
     assert after.controller is not None
     assert {b["broker_id"] for b in described["brokers"]} == remaining
     assert described["controller_id"] == after.controller[0]
+    _consume(cluster, remaining, "failover", "before")
+    _consume(cluster, remaining, "failover", "after-controller")
     _round_trip(cluster, remaining, "failover", "after-broker")
 
 
-def test_restarted_brokers_register_again_and_lead_nothing_until_in_sync(
-    cluster: Cluster,
-) -> None:
+def test_restarted_brokers_catch_up_and_rejoin_the_isr(cluster: Cluster) -> None:
+    before = cluster.view()
     for b in cluster.brokers.values():
         if b.proc is None or b.proc.poll() is not None:
             b.start()
-    view = cluster.wait("all three brokers back and unfenced", lambda v: v.unfenced == {1, 2, 3})
-    # Without follower fetching nothing brings them back into the ISR: the one remaining
-    # in-sync replica keeps leading every partition (Kafka would expand the ISR once caught up).
-    leaders = set(_leaders(view.topics["failover"]).values())
-    assert len(leaders) == 1
-    assert all(len(p.isr) == 1 for p in view.topics["failover"].partitions.values())
+    view = cluster.wait(
+        "every replica back in the ISR",
+        lambda v: (
+            v.unfenced == {1, 2, 3}
+            and all(sorted(p.isr) == [1, 2, 3] for p in v.topics["failover"].partitions.values())
+        ),
+    )
+    # Leadership stays where the failovers put it (no preferred-leader rebalance yet).
+    assert _leaders(view.topics["failover"]) == _leaders(before.topics["failover"])
+    _round_trip(cluster, {1, 2, 3}, "failover", "after-restart")
+    # The returning brokers hold every record: stop the only broker that led throughout, and
+    # the others (now in sync) serve all of it.
+    (leader,) = set(_leaders(view.topics["failover"]).values())
+    cluster.brokers[leader].kill()
+    others = {1, 2, 3} - {leader}
+    cluster.wait(
+        "leadership to move to the caught-up brokers",
+        lambda v: all(p.leader in others for p in v.topics["failover"].partitions.values()),
+    )
+    for tag in ("before", "after-controller", "after-broker", "after-restart"):
+        _consume(cluster, others, "failover", tag)

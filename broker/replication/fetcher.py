@@ -1,0 +1,259 @@
+"""Follower fetching: this broker copies the partitions it follows from their leaders (Kafka's
+``ReplicaFetcherThread``), one asyncio task per leader broker, over the Kafka protocol.
+
+Each round sends one Fetch (v12, ``replica_id`` = this broker) for every partition followed from
+that leader, asking from the local log end offset; the leader answers records up to its log
+end (not only up to the high watermark) and records this fetch as the follower's position
+(:mod:`.isr`). Records are appended unchanged, keeping the leader's offsets; the follower's
+high watermark is ``min(leader's high watermark, local log end)``. The leader's long poll
+(``max_wait_ms``) makes an idle follower cost one request per wait, and a produce wakes it.
+
+Not here yet (issue #9): truncation by leader epoch (OffsetsForLeaderEpoch, KIP-101/279) --
+a follower that becomes one truncates to its high watermark instead (the seed's rule), which
+can still drop committed records in rare double-failure sequences that KIP-101 fixes -- and
+replication throttles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import struct
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from spindle.broker.common.errors import ErrorCode, KafkaError
+from spindle.broker.common.ids import TopicPartition
+from spindle.broker.storage import LogManager
+
+with warnings.catch_warnings():  # kafka-python's schema classes warn on import
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol.consumer import FetchRequest, FetchResponse
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 12
+_BATCH_HEAD = struct.Struct(">qi")  # base offset, batch length (bytes after this field)
+
+
+def whole_batches(data: bytes) -> bytes:
+    """The prefix of ``data`` made of complete record batches (a leader may cut the last)."""
+    pos = 0
+    while pos + _BATCH_HEAD.size <= len(data):
+        _base, length = _BATCH_HEAD.unpack_from(data, pos)
+        end = pos + _BATCH_HEAD.size + length
+        if length <= 0 or end > len(data):
+            break
+        pos = end
+    return data[:pos]
+
+
+@dataclass
+class FetchSettings:
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    max_bytes: int = 10 << 20
+    partition_max_bytes: int = 1 << 20
+    backoff_s: float = 0.5
+
+
+class LeaderConnection:
+    """One Kafka-protocol connection to a leader broker (requests in order, one at a time)."""
+
+    def __init__(self, host: str, port: int, *, client_id: str) -> None:
+        self.host, self.port, self.client_id = host, port, client_id
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._corr = itertools.count(1)
+
+    async def call(self, request: Any, response_cls: Any, *, timeout_s: float) -> Any:
+        if self._writer is None:
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port), timeout_s
+            )
+        reader, writer = self._reader, self._writer
+        assert reader is not None
+        assert writer is not None
+        corr = next(self._corr)
+        request.with_header(correlation_id=corr, client_id=self.client_id)
+        writer.write(bytes(request.encode(header=True, framed=True)))
+        await writer.drain()
+        (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), timeout_s))
+        data = await asyncio.wait_for(reader.readexactly(size), timeout_s)
+        response = response_cls.decode(data, version=request.API_VERSION, header=True)
+        if response.header.correlation_id != corr:
+            raise KafkaError(f"response {response.header.correlation_id} for request {corr}")
+        return response
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            with contextlib.suppress(OSError):
+                await self._writer.wait_closed()
+        self._reader = self._writer = None
+
+
+class ReplicaFetcher:
+    """Fetch the partitions followed from one leader broker until cancelled."""
+
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        leader_id: int,
+        endpoint: Callable[[int], tuple[str, int] | None],
+        logs: LogManager,
+        settings: FetchSettings,
+    ) -> None:
+        self.node_id = node_id
+        self.leader_id = leader_id
+        self._endpoint = endpoint
+        self._logs = logs
+        self._settings = settings
+        self.partitions: set[TopicPartition] = set()
+        self._changed = asyncio.Event()
+        self.fetched_bytes = 0
+
+    def set_partitions(self, partitions: Iterable[TopicPartition]) -> None:
+        self.partitions = set(partitions)
+        self._changed.set()
+
+    def _request(self, tps: list[TopicPartition]) -> Any:
+        s = self._settings
+        by_topic: dict[str, list[Any]] = {}
+        for tp in tps:
+            replica = self._logs.get_log(tp)
+            if replica is None:
+                continue
+            by_topic.setdefault(tp.topic, []).append(
+                FetchRequest.FetchTopic.FetchPartition(
+                    partition=tp.partition,
+                    current_leader_epoch=-1,
+                    fetch_offset=replica.log_end_offset,
+                    last_fetched_epoch=-1,
+                    log_start_offset=replica.log_start_offset,
+                    partition_max_bytes=s.partition_max_bytes,
+                )
+            )
+        return FetchRequest[FETCH_VERSION](
+            replica_id=self.node_id,
+            max_wait_ms=s.max_wait_ms,
+            min_bytes=s.min_bytes,
+            max_bytes=s.max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            forgotten_topics_data=[],
+            rack_id="",
+            topics=[
+                FetchRequest.FetchTopic(topic=t, partitions=parts) for t, parts in by_topic.items()
+            ],
+        )
+
+    def _apply(self, response: Any) -> None:
+        for t in response.responses:
+            for p in t.partitions:
+                tp = TopicPartition(t.topic, p.partition_index)
+                if tp not in self.partitions:
+                    continue
+                replica = self._logs.get_log(tp)
+                if replica is None:
+                    continue
+                if p.error_code != ErrorCode.NONE:
+                    log.debug("fetch of %s from %d: error %d", tp, self.leader_id, p.error_code)
+                    continue
+                records = whole_batches(bytes(p.records or b""))
+                if records:
+                    replica.append(records, assign_offsets=False)
+                    self.fetched_bytes += len(records)
+                replica.high_watermark = min(p.high_watermark, replica.log_end_offset)
+
+    async def run(self) -> None:
+        connection: LeaderConnection | None = None
+        s = self._settings
+        timeout_s = s.max_wait_ms / 1000 + 10
+        try:
+            while True:
+                tps = sorted(self.partitions, key=lambda tp: (tp.topic, tp.partition))
+                if not tps:
+                    self._changed.clear()
+                    await self._changed.wait()
+                    continue
+                where = self._endpoint(self.leader_id)
+                if where is None:
+                    await asyncio.sleep(s.backoff_s)
+                    continue
+                if connection is None or (connection.host, connection.port) != where:
+                    if connection is not None:
+                        await connection.close()
+                    connection = LeaderConnection(*where, client_id=f"replica-{self.node_id}")
+                try:
+                    response = await connection.call(
+                        self._request(tps), FetchResponse, timeout_s=timeout_s
+                    )
+                    self._apply(response)
+                except (OSError, TimeoutError, asyncio.IncompleteReadError, KafkaError) as exc:
+                    log.info("fetch from leader %d failed: %s", self.leader_id, exc)
+                    await connection.close()
+                    await asyncio.sleep(s.backoff_s)
+        finally:
+            if connection is not None:
+                await connection.close()
+
+
+class FetcherManager:
+    """One :class:`ReplicaFetcher` per leader this broker follows partitions from."""
+
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        endpoint: Callable[[int], tuple[str, int] | None],
+        logs: LogManager,
+        settings: FetchSettings | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self._endpoint = endpoint
+        self._logs = logs
+        self._settings = settings or FetchSettings()
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+
+    def assign(self, followed: dict[TopicPartition, int]) -> None:
+        """Follow exactly ``followed`` (partition -> leader id); fetchers start and stop."""
+        by_leader: dict[int, set[TopicPartition]] = {}
+        for tp, leader in followed.items():
+            by_leader.setdefault(leader, set()).add(tp)
+        for leader in list(self.fetchers):
+            if leader not in by_leader:
+                self.fetchers.pop(leader)
+                self._tasks.pop(leader).cancel()
+        for leader, tps in by_leader.items():
+            fetcher = self.fetchers.get(leader)
+            if fetcher is None:
+                fetcher = ReplicaFetcher(
+                    node_id=self.node_id,
+                    leader_id=leader,
+                    endpoint=self._endpoint,
+                    logs=self._logs,
+                    settings=self._settings,
+                )
+                self.fetchers[leader] = fetcher
+                self._tasks[leader] = asyncio.create_task(fetcher.run())
+            if fetcher.partitions != tps:
+                fetcher.set_partitions(tps)
+
+    def followed(self) -> dict[TopicPartition, int]:
+        return {tp: leader for leader, f in self.fetchers.items() for tp in f.partitions}
+
+    async def close(self) -> None:
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self.fetchers.clear()
+        self._tasks.clear()

@@ -1,0 +1,203 @@
+"""Which local replicas lead and which follow, as the metadata says, and what each role does
+(Kafka's ``makeLeaders``/``makeFollowers`` and the leader's ISR upkeep).
+
+* **Leader** (metadata ``leader`` is this broker): a :class:`~.isr.LeaderState` per partition,
+  started at each new leader epoch. Follower fetches move the high watermark; caught-up
+  followers are added to the ISR and lagging ones removed, through :class:`IsrWriter` (the
+  controller's AlterPartition, a compare-on-revision write of the partition's metadata).
+* **Follower** (another broker leads): the partition is fetched from its leader
+  (:mod:`.fetcher`). On becoming a follower -- a new leader epoch, or after a restart -- the log
+  is truncated to its high watermark first (the seed's rule; leader-epoch truncation,
+  KIP-101, is not built yet).
+* **No leader** (-1): neither; fetching stops until one is elected.
+
+Event loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from spindle.broker.common.clock import Clock
+from spindle.broker.common.errors import ErrorCode, KafkaError
+from spindle.broker.common.ids import TopicPartition
+from spindle.broker.storage import Log, LogManager
+
+from .fetcher import FetcherManager
+from .isr import LeaderState
+
+log = logging.getLogger(__name__)
+
+
+class ReplicatedPartition(Protocol):
+    """What the roles read of one partition's metadata."""
+
+    @property
+    def partition(self) -> int: ...
+    @property
+    def replicas(self) -> Sequence[int]: ...
+    @property
+    def leader(self) -> int: ...
+    @property
+    def leader_epoch(self) -> int: ...
+    @property
+    def isr(self) -> Sequence[int]: ...
+
+
+class IsrWriter(Protocol):
+    """Kafka's AlterPartition: a leader asks for a new ISR of a partition it leads."""
+
+    async def alter_partition_isr(
+        self, tp: TopicPartition, leader_id: int, leader_epoch: int, isr: list[int]
+    ) -> None: ...
+
+
+class PartitionRoles:
+    """Leader state and follower fetchers of this broker's replicas (see module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        logs: LogManager,
+        fetchers: FetcherManager,
+        isr_writer: IsrWriter | None,
+        clock: Clock,
+        lag_max_s: float = 30.0,
+    ) -> None:
+        self.node_id = node_id
+        self.logs = logs
+        self.fetchers = fetchers
+        self.isr_writer = isr_writer
+        self.clock = clock
+        self.lag_max_s = lag_max_s
+        self.leaders: dict[TopicPartition, LeaderState] = {}
+        self._follow_epochs: dict[TopicPartition, int] = {}
+        self._pending: set[TopicPartition] = set()
+
+    def apply(self, topics: Mapping[str, Mapping[int, ReplicatedPartition]]) -> None:
+        """Take the roles the metadata gives (``topics``: name -> partition -> state)."""
+        now = self.clock.monotonic()
+        led: set[TopicPartition] = set()
+        followed: dict[TopicPartition, int] = {}
+        for name, parts in topics.items():
+            for part in parts.values():
+                if self.node_id not in part.replicas:
+                    continue
+                tp = TopicPartition(name, part.partition)
+                replica = self.logs.get_log(tp)
+                if replica is None:
+                    continue
+                if part.leader == self.node_id:
+                    led.add(tp)
+                    self._lead(tp, part, replica, now)
+                elif part.leader >= 0:
+                    followed[tp] = part.leader
+                    self._follow(tp, part, replica)
+        for tp in set(self.leaders) - led:
+            del self.leaders[tp]
+        for tp in set(self._follow_epochs) - set(followed):
+            del self._follow_epochs[tp]
+        self.fetchers.assign(followed)
+
+    def _lead(
+        self, tp: TopicPartition, part: ReplicatedPartition, replica: Log, now: float
+    ) -> None:
+        state = self.leaders.get(tp)
+        if state is None or state.leader_epoch != part.leader_epoch:
+            self.leaders[tp] = LeaderState.become_leader(
+                node_id=self.node_id,
+                replicas=list(part.replicas),
+                isr=list(part.isr),
+                leader_epoch=part.leader_epoch,
+                log_end_offset=replica.log_end_offset,
+                high_watermark=replica.high_watermark,
+                now=now,
+            )
+            log.info("%s: leader at epoch %d, isr %s", tp, part.leader_epoch, list(part.isr))
+        else:
+            state.update_metadata(list(part.replicas), list(part.isr), now)
+        self._advance(tp, replica)
+
+    def _follow(self, tp: TopicPartition, part: ReplicatedPartition, replica: Log) -> None:
+        if self._follow_epochs.get(tp) == part.leader_epoch:
+            return
+        # A new leader (or the first look after start-up): drop what may not be committed.
+        hw = replica.high_watermark
+        if replica.log_end_offset > hw:
+            log.info(
+                "%s: following %d at epoch %d; truncating %d -> %d",
+                tp,
+                part.leader,
+                part.leader_epoch,
+                replica.log_end_offset,
+                hw,
+            )
+            replica.truncate_to(hw)
+        self._follow_epochs[tp] = part.leader_epoch
+
+    def _advance(self, tp: TopicPartition, replica: Log) -> bool:
+        state = self.leaders[tp]
+        before = replica.high_watermark
+        replica.high_watermark = state.advance_high_watermark(replica.log_end_offset)
+        return replica.high_watermark > before
+
+    def after_append(self, tp: TopicPartition, replica: Log) -> None:
+        """The leader appended: the high watermark may move (alone in the ISR, to the end)."""
+        if tp in self.leaders:
+            self._advance(tp, replica)
+        else:
+            replica.high_watermark = replica.log_end_offset
+
+    def on_follower_fetch(self, tp: TopicPartition, replica_id: int, fetch_offset: int) -> bool:
+        """A follower fetched from ``fetch_offset``; True if the high watermark moved."""
+        state = self.leaders.get(tp)
+        if state is None:
+            raise KafkaError(
+                f"broker {self.node_id} does not lead {tp}", ErrorCode.NOT_LEADER_OR_FOLLOWER
+            )
+        if replica_id not in state.replicas:
+            raise KafkaError(
+                f"broker {replica_id} is not a replica of {tp}", ErrorCode.NOT_LEADER_OR_FOLLOWER
+            )
+        replica = self.logs.get_log(tp)
+        if replica is None:
+            raise KafkaError(f"{tp} is not hosted here", ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        state.on_fetch(replica_id, fetch_offset, replica.log_end_offset, self.clock.monotonic())
+        moved = self._advance(tp, replica)
+        if state.to_expand():
+            self._schedule_isr_check(tp)
+        return moved
+
+    def _schedule_isr_check(self, tp: TopicPartition) -> None:
+        if tp not in self._pending and self.isr_writer is not None:
+            self._pending.add(tp)
+            asyncio.get_running_loop().create_task(self._check_one(tp))
+
+    async def check_isr(self) -> None:
+        """Shrink lagging followers out of, and expand caught-up ones into, every led ISR."""
+        for tp in list(self.leaders):
+            await self._check_one(tp)
+
+    async def _check_one(self, tp: TopicPartition) -> None:
+        try:
+            state = self.leaders.get(tp)
+            replica = self.logs.get_log(tp)
+            if state is None or replica is None or self.isr_writer is None:
+                return
+            now = self.clock.monotonic()
+            shrink = state.to_shrink(replica.log_end_offset, now, self.lag_max_s)
+            expand = state.to_expand()
+            if not shrink and not expand:
+                return
+            isr = [b for b in state.isr if b not in shrink] + expand
+            log.info("%s: asking for isr %s (was %s)", tp, isr, state.isr)
+            try:
+                await self.isr_writer.alter_partition_isr(tp, self.node_id, state.leader_epoch, isr)
+            except KafkaError as exc:
+                log.warning("%s: isr change to %s refused: %s", tp, isr, exc)
+        finally:
+            self._pending.discard(tp)
