@@ -3,7 +3,8 @@
 ``python group_member.py CLIENT BOOTSTRAP GROUP TOPIC [INSTANCE_ID]`` with CLIENT one of
 ``kafka-python``, ``aiokafka``, ``confluent``. It subscribes, and prints JSON lines:
 ``{"assigned": [partition, ...]}`` whenever its assignment changes and
-``{"msg": [partition, offset, value]}`` for every record, committing synchronously after each
+``{"msg": [partition, offset, value]}`` for every record (confluent members use
+``$GROUP_ASSIGNMENT_STRATEGY`` when set, e.g. ``cooperative-sticky``), committing synchronously after each
 poll that returned records (so a committed offset always follows a printed record). SIGTERM
 closes the consumer (a clean LeaveGroup) and exits; SIGKILL is the crash.
 """
@@ -12,12 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import sys
 from typing import Any
 
-SESSION_MS = 3000
-"""Short sessions so a killed member is noticed quickly (the broker allows >= 1000 here)."""
+SESSION_MS = 6000
+"""Short sessions so a killed member is noticed quickly, long enough for a loaded machine."""
 MAX_POLL_MS = 10_000
 """Also the rebalance timeout: how long a rebalance waits for members to rejoin."""
 
@@ -32,6 +34,16 @@ def emit(obj: dict[str, Any]) -> None:
 def on_term(*_: object) -> None:
     global stopping
     stopping = True
+
+
+def commit(do: Any) -> None:
+    """Commit; a member removed from the group meanwhile (a rebalance it was late for) gets
+    CommitFailed/ILLEGAL_GENERATION/UNKNOWN_MEMBER_ID, as consumer applications do: the records
+    will be delivered again to whoever owns the partition now (at least once), so go on."""
+    try:
+        do()
+    except Exception as exc:
+        emit({"commit_failed": repr(exc)})
 
 
 def run_kafka_python(bootstrap: str, group: str, topic: str, instance: str | None) -> None:
@@ -60,7 +72,7 @@ def run_kafka_python(bootstrap: str, group: str, topic: str, instance: str | Non
             for r in records:
                 emit({"msg": [r.partition, r.offset, r.value.decode()]})
         if batches:
-            c.commit()
+            commit(c.commit)
     c.close()
 
 
@@ -92,7 +104,10 @@ async def run_aiokafka(bootstrap: str, group: str, topic: str, instance: str | N
                 for r in records:
                     emit({"msg": [r.partition, r.offset, r.value.decode()]})
             if batches:
-                await c.commit()
+                try:
+                    await c.commit()
+                except Exception as exc:  # see commit()
+                    emit({"commit_failed": repr(exc)})
     finally:
         await c.stop()
 
@@ -111,6 +126,8 @@ def run_confluent(bootstrap: str, group: str, topic: str, instance: str | None) 
     }
     if instance:
         conf["group.instance.id"] = instance
+    if os.environ.get("GROUP_ASSIGNMENT_STRATEGY"):
+        conf["partition.assignment.strategy"] = os.environ["GROUP_ASSIGNMENT_STRATEGY"]
     c = Consumer(conf)
     c.subscribe([topic])
     last: list[int] | None = None
@@ -124,7 +141,7 @@ def run_confluent(bootstrap: str, group: str, topic: str, instance: str | None) 
         for m in good:
             emit({"msg": [m.partition(), m.offset(), m.value().decode()]})
         if good:
-            c.commit(asynchronous=False)
+            commit(lambda: c.commit(asynchronous=False))
     c.close()
 
 

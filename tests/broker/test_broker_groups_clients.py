@@ -8,6 +8,7 @@ timeout gets its partitions back without a rebalance."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -44,13 +45,23 @@ def group_broker(tmp_path_factory: pytest.TempPathFactory, etcd: Etcd) -> Iterat
 class Member:
     """A ``group_member.py`` process and what it printed."""
 
-    def __init__(self, client: str, broker: Broker, group: str, topic: str, instance: str = ""):
+    def __init__(
+        self,
+        client: str,
+        broker: Broker,
+        group: str,
+        topic: str,
+        instance: str = "",
+        strategy: str = "",
+    ):
         argv = [sys.executable, "-P", MEMBER, client, broker.bootstrap, group, topic]
+        env = {**os.environ, "GROUP_ASSIGNMENT_STRATEGY": strategy}
         self.proc = subprocess.Popen(
             [*argv, instance] if instance else argv,
             stdout=subprocess.PIPE,
             text=True,
             cwd="/",
+            env=env,
         )
         self.assignments: list[list[int]] = []
         self.messages: list[tuple[int, int, str]] = []
@@ -63,7 +74,7 @@ class Member:
             event = json.loads(line)
             if "assigned" in event:
                 self.assignments.append(event["assigned"])
-            else:
+            elif "msg" in event:
                 p, o, v = event["msg"]
                 self.messages.append((p, o, v))
 
@@ -200,6 +211,33 @@ def test_static_member_restart_keeps_its_partitions_without_a_rebalance(
         for m in (a, b, restarted):
             if m is not None:
                 m.kill()
+
+
+def test_incremental_cooperative_rebalancing_moves_only_what_it_must(group_broker: Broker) -> None:
+    topic, group = "cooperative-topic", "cooperative-group"
+    admin = KafkaAdminClient(bootstrap_servers=group_broker.bootstrap)
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+    admin.close()
+    expected = produce(group_broker, topic, 0, 120)
+    strategy = "cooperative-sticky"
+    members = [Member("confluent", group_broker, group, topic, strategy=strategy) for _ in range(2)]
+    try:
+        wait_for("two cooperative members assigned", lambda: covers(members))
+        kept = set(members[0].assigned)
+        members.append(Member("confluent", group_broker, group, topic, strategy=strategy))
+        wait_for("three cooperative members assigned", lambda: covers(members))
+        # Cooperative: a member keeps what it keeps and is never left with nothing meanwhile.
+        assert set(members[0].assigned) <= kept
+        history = members[0].assignments
+        assert all(history[history.index(sorted(kept)) :])
+        members[2].stop()
+        wait_for("two members again", lambda: covers(members[:2]))
+        expected |= produce(group_broker, topic, 120, 60)
+        wait_for("every message", lambda: consumed(members) >= expected)
+    finally:
+        for m in members:
+            m.kill()
+    assert consumed(members) == expected
 
 
 def test_committed_offsets_are_readable_by_kafkas_admin_api(group_broker: Broker) -> None:
