@@ -42,7 +42,9 @@ TOPIC = "bench-groups"
 
 def perf_test(bootstrap: str, messages: int) -> tuple[float, float]:
     """(fetch MiB/s, rebalance ms) of one ``kafka-consumer-perf-test`` run with a new group."""
-    tool = shutil.which("kafka-consumer-perf-test") or str(CACHE / "bin" / "kafka-consumer-perf-test")
+    tool = shutil.which("kafka-consumer-perf-test") or str(
+        CACHE / "bin" / "kafka-consumer-perf-test"
+    )
     out = subprocess.run(
         [
             tool,
@@ -88,9 +90,7 @@ class GroupMember:
             }
         )
         self.started = time.perf_counter()
-        self.consumer.subscribe(
-            [TOPIC], on_assign=self._on_assign, on_revoke=self._on_revoke
-        )
+        self.consumer.subscribe([TOPIC], on_assign=self._on_assign, on_revoke=self._on_revoke)
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
