@@ -26,13 +26,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from spindle.rebalance.bands import band_floor, count_band
+from spindle.rebalance.bands import band_floor
 from spindle.rebalance.goals import (
     BROKER_BYTES,
     DISK_BYTES,
     REPLICAS,
     SOFT_GOALS,
     BrokerBytes,
+    CountGoal,
     LeaderCount,
     ReplicaCount,
 )
@@ -69,121 +70,125 @@ def blocked_disk_mean(load: np.ndarray, total: np.ndarray, factor: float) -> flo
 def unachievable(cluster: Cluster, scope: Scope, goals: Goals) -> dict[str, dict[Any, str]]:
     """Per soft goal, the brokers (by index) or directories (by index, for the disk goal)
     whose band no plan obeying the hard rules reaches, each with the reason."""
-    host = scope.hosting
-    total = cluster.dir_total.astype(np.float64)
-    n_b = cluster.n_brokers
-    d_b = cluster.dir_broker
-    rep_bytes = np.bincount(cluster.rep_dir, weights=cluster.rep_size, minlength=cluster.n_dirs)
-    load = np.where(host, rep_bytes + cluster.dir_external(), 0.0)
-    b_load = np.bincount(d_b, weights=load, minlength=n_b)
-    b_cap = np.bincount(d_b, weights=total * host, minlength=n_b)
-    b_hard = np.bincount(d_b, weights=goals.capacity_threshold * total * host, minlength=n_b)
-    hb = b_cap > 0
-    stuck = (~host & ~scope.evacuate)[cluster.rep_dir]
-    placed = float(cluster.rep_size[~stuck].sum()) + float(cluster.dir_external()[host].sum())
-    mean = placed / float(b_cap.sum()) if b_cap.sum() else 0.0
-    lo_b, hi_b = BrokerBytes(goals).band(mean, b_cap, b_hard)
-    recv_b = _recv_b(cluster, scope)
-    offline = cluster.dir_state == OFFLINE
-
-    def why_closed(b: int) -> str:
-        dirs = [cluster.dir_path[d] for d in np.flatnonzero(offline & (d_b == b)).tolist()]
-        if dirs:
-            return (
-                f"broker {int(cluster.broker_ids[b])} has Offline dir(s) {', '.join(dirs)}: Kafka "
-                "answers AlterReplicaLogDirs there with KAFKA_STORAGE_ERROR, so it receives no "
-                "replicas and moves none between its disks"
-            )
-        return f"broker {int(cluster.broker_ids[b])} may not receive replicas in {scope.mode}"
-
+    rc = _Reach(cluster, scope, goals)
     out: dict[str, dict[Any, str]] = {g: {} for g in SOFT_GOALS}
-    closed = hb & ~recv_b
-    for b in np.flatnonzero(closed & (b_load < lo_b - 1e-9 * np.maximum(lo_b, 1))).tolist():
-        out[BROKER_BYTES][b] = (
-            why_closed(b) + f"; it holds {b_load[b] / b_cap[b]:.4f} of its capacity and can only "
-            f"lose bytes, below the band's floor {lo_b[b] / b_cap[b]:.4f}"
-        )
-    serving = host[cluster.rep_dir]
-    n_host = max(int(hb.sum()), 1)
+    rc.closed_bytes(out[BROKER_BYTES])
     for goal in (ReplicaCount(goals), LeaderCount(goals)):
         if goal.leaders and goals.leader_reorder:
             continue  # leadership moves without bytes: a closed broker can still gain leaders
-        mask = serving & cluster.rep_leader if goal.leaders else serving
-        counts = np.bincount(cluster.rep_broker[mask], minlength=n_b)
-        final = ~stuck & (cluster.rep_leader if goal.leaders else True)
-        m = float(final.sum()) / n_host  # evacuated replicas land somewhere: they count
-        lo_c = goal.band(m)[0]
-        for b in np.flatnonzero(closed & (counts < lo_c)).tolist():
-            out[goal.name][b] = (
-                why_closed(b) + f"; it keeps {int(counts[b])} {goal.name} and can only lose some, "
-                f"below the band's floor {lo_c}"
+        rc.closed_counts(goal, out[goal.name])
+    if goals.rack_aware:
+        _rack_limits(rc, out)
+    for b in np.flatnonzero(rc.hb & ~scope.intra_ok).tolist():
+        rc.blocked_disks(b, out[DISK_BYTES])
+    return out
+
+
+class _Reach:
+    """The snapshot's loads and bands as the reachability checks read them, and which
+    brokers are closed (host replicas but may not receive)."""
+
+    def __init__(self, cluster: Cluster, scope: Scope, goals: Goals) -> None:
+        self.cluster, self.scope, self.goals = cluster, scope, goals
+        host = scope.hosting
+        self.total = total = cluster.dir_total.astype(np.float64)
+        n_b = cluster.n_brokers
+        d_b = cluster.dir_broker
+        rep_bytes = np.bincount(cluster.rep_dir, weights=cluster.rep_size, minlength=cluster.n_dirs)
+        self.load = load = np.where(host, rep_bytes + cluster.dir_external(), 0.0)
+        self.b_load = np.bincount(d_b, weights=load, minlength=n_b)
+        self.b_cap = b_cap = np.bincount(d_b, weights=total * host, minlength=n_b)
+        b_hard = np.bincount(d_b, weights=goals.capacity_threshold * total * host, minlength=n_b)
+        self.hb = b_cap > 0
+        self.stuck = stuck = (~host & ~scope.evacuate)[cluster.rep_dir]
+        placed = float(cluster.rep_size[~stuck].sum()) + float(cluster.dir_external()[host].sum())
+        mean = placed / float(b_cap.sum()) if b_cap.sum() else 0.0
+        self.lo_b, self.hi_b = BrokerBytes(goals).band(mean, b_cap, b_hard)
+        self.recv_b = _recv_b(cluster, scope)
+        self.closed = self.hb & ~self.recv_b
+        self.n_host = max(int(self.hb.sum()), 1)
+
+    def why_closed(self, b: int) -> str:
+        c = self.cluster
+        offline = (c.dir_state == OFFLINE) & (c.dir_broker == b)
+        dirs = [c.dir_path[d] for d in np.flatnonzero(offline).tolist()]
+        if dirs:
+            return (
+                f"broker {int(c.broker_ids[b])} has Offline dir(s) {', '.join(dirs)}: Kafka "
+                "answers AlterReplicaLogDirs there with KAFKA_STORAGE_ERROR, so it receives no "
+                "replicas and moves none between its disks"
+            )
+        return f"broker {int(c.broker_ids[b])} may not receive replicas in {self.scope.mode}"
+
+    def closed_bytes(self, out: dict[Any, str]) -> None:
+        """Closed brokers below the byte band's floor: they can only lose bytes."""
+        b_load, b_cap, lo_b = self.b_load, self.b_cap, self.lo_b
+        low = self.closed & (b_load < lo_b - 1e-9 * np.maximum(lo_b, 1))
+        for b in np.flatnonzero(low).tolist():
+            out[b] = (
+                self.why_closed(b)
+                + f"; it holds {b_load[b] / b_cap[b]:.4f} of its capacity and can only "
+                f"lose bytes, below the band's floor {lo_b[b] / b_cap[b]:.4f}"
             )
 
-    if goals.rack_aware:
-        _rack_limits(
-            cluster,
-            scope,
-            goals,
-            out,
-            stuck=stuck,
-            host_b=hb,
-            hi_b=hi_b,
-            lo_b=lo_b,
-            closed=closed,
-            b_load=b_load,
-        )
+    def closed_counts(self, goal: CountGoal, out: dict[Any, str]) -> None:
+        """Closed brokers below a count band's floor: they can only lose replicas."""
+        c, stuck = self.cluster, self.stuck
+        serving = self.scope.hosting[c.rep_dir]
+        mask = serving & c.rep_leader if goal.leaders else serving
+        counts = np.bincount(c.rep_broker[mask], minlength=c.n_brokers)
+        final = ~stuck & (c.rep_leader if goal.leaders else True)
+        m = float(final.sum()) / self.n_host  # evacuated replicas land somewhere: they count
+        lo_c = goal.band(m)[0]
+        for b in np.flatnonzero(self.closed & (counts < lo_c)).tolist():
+            out[b] = (
+                self.why_closed(b) + f"; it keeps {int(counts[b])} {goal.name} and can only lose "
+                f"some, below the band's floor {lo_c}"
+            )
 
-    active = host & (cluster.dir_state == ACTIVE)
-    db = goals.disk_balance
-    for b in np.flatnonzero(hb & ~scope.intra_ok).tolist():
-        dirs = np.flatnonzero(active & (d_b == b))
+    def blocked_disks(self, b: int, out: dict[Any, str]) -> None:
+        """Broker b moves nothing between its disks: its Active dirs that no shedding brings
+        into the disk band (see the module docstring's fixed point)."""
+        c, scope, load, total = self.cluster, self.scope, self.load, self.total
+        host = scope.hosting
+        active = host & (c.dir_state == ACTIVE)
+        db = self.goals.disk_balance
+        dirs = np.flatnonzero(active & (c.dir_broker == b))
         if len(dirs) == 0:
-            continue
+            return
         lo_d, t_d = load[dirs], total[dirs]
         u = blocked_disk_mean(lo_d, t_d, db) if scope.cross_ok else float(lo_d.sum() / t_d.sum())
         closed_why = (
-            why_closed(b)
-            if not recv_b[b]
+            self.why_closed(b)
+            if not self.recv_b[b]
             else (
-                f"broker {int(cluster.broker_ids[b])} may not move replicas between its disks in "
+                f"broker {int(c.broker_ids[b])} may not move replicas between its disks in "
                 f"{scope.mode}"
             )
         )
+        lo_b, b_load = self.lo_b, self.b_load
         floor = lo_b[b] if (scope.balance_brokers and b_load[b] >= lo_b[b]) else 0.0
-        cordoned = float(load[host & ~active & (d_b == b)].sum())
+        cordoned = float(load[host & ~active & (c.dir_broker == b)].sum())
         shed_to = float(np.minimum(lo_d, db * u * t_d).sum()) + cordoned
         too_low = floor > shed_to + 1e-9 * max(floor, 1.0)
         for d, ld, td in zip(dirs.tolist(), lo_d.tolist(), t_d.tolist(), strict=True):
             ratio_now = ld / td / u if u > 0 else 1.0
             if ld < band_floor(db, u) * td * (1 - 1e-9):
-                out[DISK_BYTES][d] = (
+                out[d] = (
                     closed_why + f"; its disks can only lose bytes, and even with the others "
                     f"shed to the band's top this dir stays at {ratio_now:.4f} of the mean "
                     f"(band floor {band_floor(db, 1.0):.2f})"
                 )
             elif not scope.cross_ok and ld > db * u * td * (1 + 1e-9):
-                out[DISK_BYTES][d] = closed_why + " and the mode moves nothing across brokers"
+                out[d] = closed_why + " and the mode moves nothing across brokers"
             elif too_low and ld > db * u * td * (1 + 1e-9):
-                out[DISK_BYTES][d] = (
+                out[d] = (
                     closed_why + "; shedding this dir into its band would take the broker below "
                     "its own byte band"
                 )
-    return out
 
 
-def _rack_limits(
-    cluster: Cluster,
-    scope: Scope,
-    goals: Goals,
-    out: dict[str, dict[Any, str]],
-    *,
-    stuck: np.ndarray,
-    host_b: np.ndarray,
-    hi_b: np.ndarray,
-    lo_b: np.ndarray,
-    closed: np.ndarray,
-    b_load: np.ndarray,
-) -> None:
+def _rack_limits(rc: _Reach, out: dict[str, dict[Any, str]]) -> None:
     """Rack awareness fixes how much each rack holds: with k racks and at most m replicas of
     a partition per rack, every rack holds at least ``rf - m * (k - 1)`` and at most ``m`` of
     each partition's replicas, whatever the plan. When racks have different numbers (or
@@ -193,85 +198,106 @@ def _rack_limits(
     A broker of the rack that may not receive (``closed``) can only lose, so at most what it
     holds today counts towards the rack's minimum; the rest lands on the rack's open brokers,
     and it is their bands that must hold it."""
+    cluster, scope = rc.cluster, rc.scope
     k = hosting_racks(cluster, scope)
     if k <= 1 or cluster.n_replicas == 0:
         return
-    n_b = cluster.n_brokers
-    rf = np.diff(cluster.part_start)
-    live = rf > 0
-    starts = cluster.part_start[:-1][live]
-    m = rack_limits(rf[live], k)
-    need = np.maximum(0, rf[live] - m * (k - 1))
-    can = np.minimum(m, rf[live])
-    size = np.where(stuck, 0, cluster.rep_size).astype(np.float64)
-    small = np.minimum.reduceat(size, starts)
-    large = np.maximum.reduceat(size, starts)
-    min_bytes = float((need * small).sum())
-    max_bytes = float((can * large).sum())
-    min_reps = int(need.sum())
-    max_reps = int(can.sum())
-    ext = np.bincount(
-        cluster.dir_broker,
-        weights=np.where(scope.hosting, cluster.dir_external(), 0),
-        minlength=n_b,
-    )
+    rl = _RackLimits(rc, k)
     rack = cluster.broker_rack
-    n_host = max(int(host_b.sum()), 1)
-    mean_reps = float((~stuck).sum()) / n_host
-    c_lo, c_hi = count_band(goals.replica_balance, mean_reps)
-    serving = scope.hosting[cluster.rep_dir]
-    counts = np.bincount(cluster.rep_broker[serving], minlength=n_b)
-    for rk in np.unique(rack[host_b]).tolist():
-        members = np.flatnonzero(host_b & (rack == rk))
-        shut = members[closed[members]]
-        members_open = members[~closed[members]]
-        name = cluster.racks[rk]
-        hi_r = float((hi_b[members] - ext[members]).sum())
-        lo_r = float((lo_b[members] - ext[members]).sum())
+    for rk in np.unique(rack[rc.hb]).tolist():
+        members = np.flatnonzero(rc.hb & (rack == rk))
+        why = rl.bytes_why(members, cluster.racks[rk])
+        if why:
+            for b in members.tolist():
+                out[BROKER_BYTES].setdefault(b, why)
+        why = rl.replicas_why(members, cluster.racks[rk])
+        if why:
+            for b in members.tolist():
+                out[REPLICAS].setdefault(b, why)
+
+
+class _RackLimits:
+    """What rack awareness forces onto (or allows on) any one rack, in bytes and replicas."""
+
+    def __init__(self, rc: _Reach, k: int) -> None:
+        cluster, scope, stuck = rc.cluster, rc.scope, rc.stuck
+        self.rc = rc
+        n_b = cluster.n_brokers
+        rf = np.diff(cluster.part_start)
+        live = rf > 0
+        starts = cluster.part_start[:-1][live]
+        m = rack_limits(rf[live], k)
+        need = np.maximum(0, rf[live] - m * (k - 1))
+        can = np.minimum(m, rf[live])
+        size = np.where(stuck, 0, cluster.rep_size).astype(np.float64)
+        small = np.minimum.reduceat(size, starts)
+        large = np.maximum.reduceat(size, starts)
+        self.min_bytes = float((need * small).sum())
+        self.max_bytes = float((can * large).sum())
+        self.min_reps = int(need.sum())
+        self.max_reps = int(can.sum())
+        self.ext = np.bincount(
+            cluster.dir_broker,
+            weights=np.where(scope.hosting, cluster.dir_external(), 0),
+            minlength=n_b,
+        )
+        mean_reps = float((~stuck).sum()) / rc.n_host
+        self.c_lo, self.c_hi = ReplicaCount(rc.goals).band(mean_reps)
+        serving = scope.hosting[cluster.rep_dir]
+        self.counts = np.bincount(cluster.rep_broker[serving], minlength=n_b)
+
+    def bytes_why(self, members: np.ndarray, name: str) -> str:
+        """Why no plan brings this rack's brokers into their byte bands ("": one may)."""
+        rc, ext = self.rc, self.ext
+        closed = rc.closed
+        shut, members_open = members[closed[members]], members[~closed[members]]
+        hi_r = float((rc.hi_b[members] - ext[members]).sum())
+        lo_r = float((rc.lo_b[members] - ext[members]).sum())
         # What the closed brokers keep at most, and what the open ones can hold.
-        kept_bytes = float((b_load[shut] - ext[shut]).sum())
-        kept_reps = int(counts[shut].sum())
-        hi_open = float((hi_b[members_open] - ext[members_open]).sum())
-        why = ""
+        kept_bytes = float((rc.b_load[shut] - ext[shut]).sum())
+        hi_open = float((rc.hi_b[members_open] - ext[members_open]).sum())
+        min_bytes, max_bytes = self.min_bytes, self.max_bytes
         if min_bytes > hi_r * (1 + 1e-9):
-            why = (
+            return (
                 f"rack awareness puts at least {min_bytes:.4g} replica bytes on rack {name!r} "
                 f"({len(members)} brokers), above the {hi_r:.4g} its brokers' bands hold"
             )
-        elif len(shut) and min_bytes - kept_bytes > hi_open * (1 + 1e-9):
-            why = (
+        if len(shut) and min_bytes - kept_bytes > hi_open * (1 + 1e-9):
+            return (
                 f"rack awareness puts at least {min_bytes:.4g} replica bytes on rack {name!r}; "
                 f"its {len(shut)} broker(s) that may not receive keep at most {kept_bytes:.4g}, "
                 f"above the {hi_open:.4g} the bands of its {len(members_open)} other brokers hold"
             )
-        elif max_bytes < lo_r * (1 - 1e-9):
-            why = (
+        if max_bytes < lo_r * (1 - 1e-9):
+            return (
                 f"rack awareness lets rack {name!r} ({len(members)} brokers) hold at most "
                 f"{max_bytes:.4g} replica bytes, below the {lo_r:.4g} its brokers' bands need"
             )
-        if why:
-            for b in members.tolist():
-                out[BROKER_BYTES].setdefault(b, why)
-        why = ""
+        return ""
+
+    def replicas_why(self, members: np.ndarray, name: str) -> str:
+        """Why no plan brings this rack's brokers into the replica band ("": one may)."""
+        closed = self.rc.closed
+        shut, members_open = members[closed[members]], members[~closed[members]]
+        kept_reps = int(self.counts[shut].sum())
+        min_reps, max_reps, c_lo, c_hi = self.min_reps, self.max_reps, self.c_lo, self.c_hi
         if min_reps > c_hi * len(members):
-            why = (
+            return (
                 f"rack awareness puts at least {min_reps} replicas on rack {name!r} "
                 f"({len(members)} brokers), above their band's {c_hi} each"
             )
-        elif len(shut) and min_reps - kept_reps > c_hi * len(members_open):
-            why = (
+        if len(shut) and min_reps - kept_reps > c_hi * len(members_open):
+            return (
                 f"rack awareness puts at least {min_reps} replicas on rack {name!r}; its "
                 f"{len(shut)} broker(s) that may not receive keep at most {kept_reps}, so its "
                 f"{len(members_open)} other brokers hold more than their band's {c_hi} each"
             )
-        elif max_reps < c_lo * len(members):
-            why = (
+        if max_reps < c_lo * len(members):
+            return (
                 f"rack awareness lets rack {name!r} ({len(members)} brokers) hold at most "
                 f"{max_reps} replicas, below their band's {c_lo} each"
             )
-        if why:
-            for b in members.tolist():
-                out[REPLICAS].setdefault(b, why)
+        return ""
 
 
 def classify(

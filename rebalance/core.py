@@ -29,6 +29,7 @@ lowest index; the same snapshot gives the same moves.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,6 +42,15 @@ from spindle.rebalance.byte_phases import (
 )
 from spindle.rebalance.count_phases import balance_counts, reorder_leaders
 from spindle.rebalance.exchange import exchange_counts
+from spindle.rebalance.goals import (
+    BrokerBytes,
+    Capacity,
+    DiskBytes,
+    Goal,
+    LeaderCount,
+    Rack,
+    ReplicaCount,
+)
 from spindle.rebalance.model import Cluster, Goals, SnapshotError
 from spindle.rebalance.placement import Placer
 from spindle.rebalance.prepare import Prepared
@@ -67,51 +77,81 @@ class Outcome:
     profile: dict[str, float] = field(default_factory=dict)
 
 
-class Planner(Placer):
-    """The greedy over one cluster: the phases in order, then the result. Not thread-safe;
-    one instance per plan."""
+@dataclass(frozen=True)
+class Step:
+    """One step of the greedy: the goals it works on (none: the mode's evacuation, which is
+    the request itself), whether it runs for this plan now, and what it does."""
 
-    # ----------------------------------------------------------------- driver
+    #: The profile's key for the seconds it took.
+    lap: str
+    goals: tuple[type[Goal], ...]
+    runs: Callable[[Planner], bool]
+    act: Callable[[Planner], object]
+
+
+def _counts(pl: Planner) -> None:
+    """Replica then leader counts; leader moves can push a replica count out again (and the
+    reverse), so up to three passes."""
+    for _ in range(3):
+        balance_counts(pl, leaders=False)
+        if pl.g.leader_reorder:
+            reorder_leaders(pl)
+        balance_counts(pl, leaders=True)
+        if pl.counts_in_band():
+            break
+
+
+def _open(pl: Planner) -> bool:
+    return not pl.capped
+
+
+#: The greedy's goals in priority order. A goal's step runs once the goals before it have
+#: done what they can, and its moves may not undo them: hard goals (racks, capacity) are
+#: kept by every destination search, byte balance is kept by the count moves (strict
+#: destinations stay inside the byte and disk bands), and counts only rank byte moves.
+#: Disk balance runs again last, to even out what the count moves left inside brokers.
+STEPS: tuple[Step, ...] = (
+    Step("evacuateS", (), lambda pl: True, evacuate),
+    Step("fixRacksS", (Rack,), lambda pl: pl.s.fix_racks and _open(pl), fix_racks),
+    Step(
+        "relieveCapacityS",
+        (Capacity,),
+        lambda pl: pl.s.balance_disks and _open(pl),
+        relieve_capacity,
+    ),
+    Step(
+        "brokerBytesS",
+        (BrokerBytes,),
+        lambda pl: pl.s.balance_brokers and pl.s.cross_ok and _open(pl),
+        balance_broker_bytes,
+    ),
+    Step("diskBytesS", (DiskBytes,), lambda pl: pl.s.balance_disks and _open(pl), balance_disks),
+    Step(
+        "countsS",
+        (ReplicaCount, LeaderCount),
+        lambda pl: pl.s.balance_counts and pl.s.cross_ok and _open(pl),
+        _counts,
+    ),
+    # Exchanges decide for themselves (only when counts are in scope and still out of band);
+    # looked up at call time so a benchmark or test may switch them off.
+    Step("exchangeS", (ReplicaCount, LeaderCount), lambda pl: True, lambda pl: exchange_counts(pl)),
+    Step("diskBytesS", (DiskBytes,), lambda pl: pl.s.balance_disks and _open(pl), balance_disks),
+)
+
+
+class Planner(Placer):
+    """The greedy over one cluster: the steps in order, then the result. Not thread-safe;
+    one instance per plan."""
 
     def run(self) -> Outcome:
         prof: dict[str, float] = {}
         mark = time.perf_counter()
-
-        def lap(name: str) -> None:
-            nonlocal mark
+        for step in STEPS:
+            if step.runs(self):
+                step.act(self)
             now = time.perf_counter()
-            prof[name] = prof.get(name, 0.0) + now - mark
+            prof[step.lap] = prof.get(step.lap, 0.0) + now - mark
             mark = now
-
-        evacuate(self)
-        lap("evacuateS")
-        if self.s.fix_racks and not self.capped:
-            fix_racks(self)
-        lap("fixRacksS")
-        if self.s.balance_disks and not self.capped:
-            relieve_capacity(self)
-        lap("relieveCapacityS")
-        if self.s.balance_brokers and self.s.cross_ok and not self.capped:
-            balance_broker_bytes(self)
-        lap("brokerBytesS")
-        if self.s.balance_disks and not self.capped:
-            balance_disks(self)
-        lap("diskBytesS")
-        if self.s.balance_counts and self.s.cross_ok and not self.capped:
-            # Leader moves can push a replica count out again (and the reverse): two rounds.
-            for _ in range(3):
-                balance_counts(self, leaders=False)
-                if self.g.leader_reorder:
-                    reorder_leaders(self)
-                balance_counts(self, leaders=True)
-                if self.counts_in_band():
-                    break
-        lap("countsS")
-        exchange_counts(self)  # only when counts are in scope and still out of band
-        lap("exchangeS")
-        if self.s.balance_disks and not self.capped:
-            balance_disks(self)
-        lap("diskBytesS")
         if self.capped:
             self.unmet.append(
                 {"goal": "caps", "why": "--max-moves/--max-bytes reached; planning stopped"}

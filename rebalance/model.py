@@ -205,68 +205,110 @@ def parse_snapshot(raw: object) -> Cluster:
         raise SnapshotError("snapshot: 'brokers' must be a non-empty list")
     if not isinstance(partitions, list):
         raise SnapshotError("snapshot: 'partitions' must be a list")
-
-    broker_ids: list[int] = []
-    rack_names: list[str] = []
-    rack_of: dict[str, int] = {}
-    broker_rack: list[int] = []
-    dir_broker: list[int] = []
-    dir_path: list[str] = []
-    dir_state: list[int] = []
-    dir_total: list[int] = []
-    dir_usable: list[int] = []
-    dir_index: dict[tuple[int, str], int] = {}
-    broker_pos: dict[int, int] = {}
+    bc = _BrokerColumns()
     for b, broker in enumerate(brokers):
+        bc.add(b, broker)
+    pc = _PartitionColumns(len(partitions), bc)
+    for p, part in enumerate(partitions):
+        pc.add(p, part)
+    counts = np.diff(pc.part_start)
+    rep_part = np.repeat(np.arange(len(partitions), dtype=np.int32), counts)
+    rep_broker_a = np.asarray(pc.rep_broker, np.int32)
+    return Cluster(
+        broker_ids=np.asarray(bc.broker_ids, np.int64),
+        broker_rack=np.asarray(bc.broker_rack, np.int32),
+        racks=bc.rack_names,
+        dir_broker=np.asarray(bc.dir_broker, np.int32),
+        dir_path=bc.dir_path,
+        dir_state=np.asarray(bc.dir_state, np.int8),
+        dir_total=np.asarray(bc.dir_total, np.int64),
+        dir_usable=np.asarray(bc.dir_usable, np.int64),
+        part_topic=pc.part_topic,
+        part_num=pc.part_num,
+        part_start=pc.part_start,
+        part_leader=pc.part_leader,
+        rep_part=rep_part,
+        rep_broker=rep_broker_a,
+        rep_dir=np.asarray(pc.rep_dir, np.int32),
+        rep_size=np.repeat(pc.sizes, counts),
+        rep_leader=rep_broker_a == pc.part_leader[rep_part],
+        _dir_index=bc.dir_index,
+    )
+
+
+class _BrokerColumns:
+    """The snapshot's brokers and their log directories, validated one by one into columns."""
+
+    def __init__(self) -> None:
+        self.broker_ids: list[int] = []
+        self.rack_names: list[str] = []
+        self.rack_of: dict[str, int] = {}
+        self.broker_rack: list[int] = []
+        self.dir_broker: list[int] = []
+        self.dir_path: list[str] = []
+        self.dir_state: list[int] = []
+        self.dir_total: list[int] = []
+        self.dir_usable: list[int] = []
+        self.dir_index: dict[tuple[int, str], int] = {}
+        self.broker_pos: dict[int, int] = {}
+
+    def add(self, b: int, broker: object) -> None:
         if not isinstance(broker, dict):
             raise SnapshotError(f"brokers[{b}]: expected an object")
         bid = _int(broker.get("id"), f"brokers[{b}].id", minimum=0)
-        if bid in broker_pos:
+        if bid in self.broker_pos:
             raise SnapshotError(f"broker id {bid} appears twice")
-        broker_pos[bid] = b
-        broker_ids.append(bid)
+        self.broker_pos[bid] = b
+        self.broker_ids.append(bid)
         rack = broker.get("rack")
         rack = f"\0broker-{bid}" if rack is None else str(rack)  # no rack: a rack of its own
-        broker_rack.append(rack_of.setdefault(rack, len(rack_of)))
-        if len(rack_of) > len(rack_names):
-            rack_names.append(rack)
+        self.broker_rack.append(self.rack_of.setdefault(rack, len(self.rack_of)))
+        if len(self.rack_of) > len(self.rack_names):
+            self.rack_names.append(rack)
         dirs = broker.get("logDirs")
         if not isinstance(dirs, list) or not dirs:
             raise SnapshotError(f"broker {bid}: 'logDirs' must be a non-empty list")
         for entry in dirs:
-            if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
-                raise SnapshotError(f"broker {bid}: each log dir needs a string 'path'")
-            path = entry["path"]
-            if (bid, path) in dir_index:
-                raise SnapshotError(f"broker {bid}: log dir {path!r} listed twice")
-            state = entry.get("state", "Active")
-            if state not in STATES:
-                raise SnapshotError(f"broker {bid} dir {path}: state {state!r} not in {STATES}")
-            total = max(_int(entry.get("totalBytes", 0), f"broker {bid} dir {path} totalBytes"), 0)
-            usable = max(
-                _int(entry.get("usableBytes", 0), f"broker {bid} dir {path} usableBytes"), 0
-            )
-            if state != "Offline" and total <= 0:
-                raise SnapshotError(f"broker {bid} dir {path}: totalBytes must be > 0")
-            if usable > total:
-                raise SnapshotError(f"broker {bid} dir {path}: usableBytes > totalBytes")
-            dir_index[(bid, path)] = len(dir_path)
-            dir_broker.append(b)
-            dir_path.append(path)
-            dir_state.append(STATES.index(state))
-            dir_total.append(total)
-            dir_usable.append(usable)
+            self._add_dir(b, bid, entry)
 
-    n_parts = len(partitions)
-    part_topic: list[str] = []
-    part_num = np.empty(n_parts, np.int64)
-    part_start = np.zeros(n_parts + 1, np.int64)
-    part_leader = np.empty(n_parts, np.int32)
-    rep_broker: list[int] = []
-    rep_dir: list[int] = []
-    sizes = np.empty(n_parts, np.int64)
-    seen: set[tuple[str, int]] = set()
-    for p, part in enumerate(partitions):
+    def _add_dir(self, b: int, bid: int, entry: object) -> None:
+        if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+            raise SnapshotError(f"broker {bid}: each log dir needs a string 'path'")
+        path = entry["path"]
+        if (bid, path) in self.dir_index:
+            raise SnapshotError(f"broker {bid}: log dir {path!r} listed twice")
+        state = entry.get("state", "Active")
+        if state not in STATES:
+            raise SnapshotError(f"broker {bid} dir {path}: state {state!r} not in {STATES}")
+        total = max(_int(entry.get("totalBytes", 0), f"broker {bid} dir {path} totalBytes"), 0)
+        usable = max(_int(entry.get("usableBytes", 0), f"broker {bid} dir {path} usableBytes"), 0)
+        if state != "Offline" and total <= 0:
+            raise SnapshotError(f"broker {bid} dir {path}: totalBytes must be > 0")
+        if usable > total:
+            raise SnapshotError(f"broker {bid} dir {path}: usableBytes > totalBytes")
+        self.dir_index[(bid, path)] = len(self.dir_path)
+        self.dir_broker.append(b)
+        self.dir_path.append(path)
+        self.dir_state.append(STATES.index(state))
+        self.dir_total.append(total)
+        self.dir_usable.append(usable)
+
+
+class _PartitionColumns:
+    """The snapshot's partitions, validated one by one against the brokers into columns."""
+
+    def __init__(self, n_parts: int, brokers: _BrokerColumns) -> None:
+        self.brokers = brokers
+        self.part_topic: list[str] = []
+        self.part_num = np.empty(n_parts, np.int64)
+        self.part_start = np.zeros(n_parts + 1, np.int64)
+        self.part_leader = np.empty(n_parts, np.int32)
+        self.rep_broker: list[int] = []
+        self.rep_dir: list[int] = []
+        self.sizes = np.empty(n_parts, np.int64)
+        self.seen: set[tuple[str, int]] = set()
+
+    def add(self, p: int, part: object) -> None:
         if not isinstance(part, dict):
             raise SnapshotError(f"partitions[{p}]: expected an object")
         topic = part.get("topic")
@@ -274,9 +316,28 @@ def parse_snapshot(raw: object) -> Cluster:
             raise SnapshotError(f"partitions[{p}]: 'topic' must be a non-empty string")
         num = _int(part.get("partition"), f"{topic} partition", minimum=0)
         name = f"{topic}-{num}"
-        if (topic, num) in seen:
+        if (topic, num) in self.seen:
             raise SnapshotError(f"partition {name} appears twice")
-        seen.add((topic, num))
+        self.seen.add((topic, num))
+        replicas, dirs, leader = self._replicas(name, part)
+        broker_pos = self.brokers.broker_pos
+        for bid, path in zip(replicas, dirs, strict=True):
+            if isinstance(bid, bool) or not isinstance(bid, int) or bid not in broker_pos:
+                raise SnapshotError(f"partition {name}: replica on unknown broker {bid!r}")
+            d = self.brokers.dir_index.get((bid, path)) if isinstance(path, str) else None
+            if d is None:
+                raise SnapshotError(f"partition {name}: broker {bid} has no log dir {path!r}")
+            self.rep_broker.append(broker_pos[bid])
+            self.rep_dir.append(d)
+        self.part_topic.append(topic)
+        self.part_num[p] = num
+        self.part_start[p + 1] = self.part_start[p] + len(replicas)
+        self.part_leader[p] = broker_pos[leader] if leader >= 0 else -1
+        self.sizes[p] = _int(part.get("sizeBytes", 0), f"partition {name} sizeBytes", minimum=0)
+
+    @staticmethod
+    def _replicas(name: str, part: dict[str, Any]) -> tuple[list[Any], list[Any], int]:
+        """The partition's replica list, log dir list and leader (-1: none), checked."""
         replicas = part.get("replicas")
         dirs = part.get("logDirs")
         if not isinstance(replicas, list) or not replicas:
@@ -289,43 +350,7 @@ def parse_snapshot(raw: object) -> Cluster:
         leader = -1 if leader is None else _int(leader, f"partition {name} leader")
         if leader >= 0 and leader not in replicas:
             raise SnapshotError(f"partition {name}: leader {leader} is not a replica")
-        for bid, path in zip(replicas, dirs, strict=True):
-            if isinstance(bid, bool) or not isinstance(bid, int) or bid not in broker_pos:
-                raise SnapshotError(f"partition {name}: replica on unknown broker {bid!r}")
-            d = dir_index.get((bid, path)) if isinstance(path, str) else None
-            if d is None:
-                raise SnapshotError(f"partition {name}: broker {bid} has no log dir {path!r}")
-            rep_broker.append(broker_pos[bid])
-            rep_dir.append(d)
-        part_topic.append(topic)
-        part_num[p] = num
-        part_start[p + 1] = part_start[p] + len(replicas)
-        part_leader[p] = broker_pos[leader] if leader >= 0 else -1
-        sizes[p] = _int(part.get("sizeBytes", 0), f"partition {name} sizeBytes", minimum=0)
-
-    counts = np.diff(part_start)
-    rep_part = np.repeat(np.arange(n_parts, dtype=np.int32), counts)
-    rep_broker_a = np.asarray(rep_broker, np.int32)
-    return Cluster(
-        broker_ids=np.asarray(broker_ids, np.int64),
-        broker_rack=np.asarray(broker_rack, np.int32),
-        racks=rack_names,
-        dir_broker=np.asarray(dir_broker, np.int32),
-        dir_path=dir_path,
-        dir_state=np.asarray(dir_state, np.int8),
-        dir_total=np.asarray(dir_total, np.int64),
-        dir_usable=np.asarray(dir_usable, np.int64),
-        part_topic=part_topic,
-        part_num=part_num,
-        part_start=part_start,
-        part_leader=part_leader,
-        rep_part=rep_part,
-        rep_broker=rep_broker_a,
-        rep_dir=np.asarray(rep_dir, np.int32),
-        rep_size=np.repeat(sizes, counts),
-        rep_leader=rep_broker_a == part_leader[rep_part],
-        _dir_index=dir_index,
-    )
+        return replicas, dirs, leader
 
 
 def cluster_to_json(cluster: Cluster) -> dict[str, Any]:

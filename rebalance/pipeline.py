@@ -6,7 +6,7 @@ files.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -45,6 +45,23 @@ class PlanResult:
     core_profile: dict[str, float]
 
 
+@dataclass
+class _Choice:
+    """The placement a plan is built from, and what is known about it so far: the greedy's
+    at first, the exact planner's if that one is used instead."""
+
+    planner: str
+    cur_b: np.ndarray
+    cur_d: np.ndarray
+    leader: np.ndarray | None
+    core_moves: int
+    #: Why the placement must be refused (hard rules it breaks), or None.
+    refusal: str | None
+    status: dict[str, Any] = field(default_factory=dict)
+    unmet: list[dict[str, Any]] = field(default_factory=list)
+    exact: dict[str, Any] = field(default_factory=lambda: {"ran": False})
+
+
 def make_plan(
     cluster: Cluster,
     request: Request,
@@ -69,91 +86,155 @@ def make_plan(
     """
     t0 = time.perf_counter()
     scope = build_scope(cluster, request)
-    prepared: Prepared
-    if spark is not None:
-        from spindle.rebalance.spark_job import prepare_spark
-
-        prepared = prepare_spark(spark, cluster, scope)
-    else:
-        prepared = prepare_local(cluster, scope)
+    prepared = _prepare(cluster, scope, spark)
     t1 = time.perf_counter()
     outcome = plan_core(cluster, prepared, scope, goals=goals, request=request)
     t2 = time.perf_counter()
-    refusal = _refusal(cluster, scope, goals, outcome)
-    cur_b, cur_d, leader = outcome.cur_broker, outcome.cur_dir, outcome.leader
-    core_moves = outcome.n_moves
-    status: dict[str, Any] = {}
-    unmet: list[dict[str, Any]] = []
-    if refusal is None:
-        status, unmet = _goal_status(cluster, scope, goals, cur_b, cur_d, leader, outcome.capped)
-        unmet = list(outcome.unmet) + unmet
-    planner = "greedy"
-    caps = request.max_moves is not None or request.max_bytes is not None
-    small = cluster.n_replicas <= exact_limit
-    shortfall = [g for g, v in status.items() if v["status"] == "unmet"]
-    exact_note: dict[str, Any] = {"ran": False}
-    if small and not caps and (refusal is not None or shortfall):
-        found = exact.solve(cluster, scope, goals)
-        if found.status == "infeasible" and refusal is not None:
-            # Before calling it impossible, allow what the hard rules allow and the default
-            # model leaves out (a replica onto a broker its partition has left).
-            found = exact.solve(cluster, scope, goals, onto_holders=True)
-        exact_note = {
-            "ran": True,
-            "why": (
-                "the greedy refused the plan"
-                if refusal is not None
-                else "the greedy left achievable soft goals unmet: " + ", ".join(shortfall)
-            ),
-            "status": found.status,
-            "seconds": round(found.seconds, 3),
-            "variables": found.variables,
-            "used": False,
-        }
-        if found.cur_broker is not None and found.cur_dir is not None:
-            e_b, e_d = found.cur_broker, found.cur_dir
-            if hard_violations(cluster, scope, goals, e_b, e_d):
-                exact_note["why"] += "; its placement broke a hard rule, so it was not used"
-            else:
-                e_status, e_unmet = _goal_status(cluster, scope, goals, e_b, e_d, None, False)
-                if refusal is not None or _shortfall(e_status) < _shortfall(status):
-                    planner = "exact"
-                    exact_note["used"] = True
-                    refusal = None
-                    cur_b, cur_d, leader = e_b, e_d, cluster.rep_leader
-                    core_moves = int(((e_b != cluster.rep_broker) | (e_d != cluster.rep_dir)).sum())
-                    status, unmet = e_status, _capacity_notes(cluster, scope, goals, e_d) + e_unmet
-        elif refusal is not None and found.status == "infeasible":
-            raise PlanError(
-                f"plan refused ({request.mode}): {refusal}; the exact solver (HiGHS MIP) proved "
-                "that no placement meets the hard rules"
-            )
-    if refusal is not None:
-        if exact_note["ran"]:
-            why = f"the exact solver stopped without a usable placement: {exact_note['status']}"
-        elif caps:
-            why = "--max-moves/--max-bytes given, so the exact solver was not tried"
-        else:
-            why = f"{cluster.n_replicas} replicas, above the exact solver's limit of {exact_limit}"
-        raise PlanError(
-            f"plan refused ({request.mode}): {refusal}; the greedy planner found no placement "
-            f"keeping the hard rules, and this was not proven impossible ({why})"
+    choice = _Choice(
+        planner="greedy",
+        cur_b=outcome.cur_broker,
+        cur_d=outcome.cur_dir,
+        leader=outcome.leader,
+        core_moves=outcome.n_moves,
+        refusal=_refusal(cluster, scope, goals, outcome),
+    )
+    if choice.refusal is None:
+        choice.status, unmet = _goal_status(
+            cluster, scope, goals, choice.cur_b, choice.cur_d, choice.leader, outcome.capped
         )
-    capped = outcome.capped and planner == "greedy"
+        choice.unmet = list(outcome.unmet) + unmet
+    caps = request.max_moves is not None or request.max_bytes is not None
+    shortfall = [g for g, v in choice.status.items() if v["status"] == "unmet"]
+    if cluster.n_replicas <= exact_limit and not caps and (choice.refusal is not None or shortfall):
+        _try_exact(cluster, scope, goals, request, choice, shortfall)
+    if choice.refusal is not None:
+        _refuse(cluster, request, choice, caps=caps, exact_limit=exact_limit)
+    summary = _summary(cluster, scope, goals, request, choice, capped=outcome.capped)
+    if detail:
+        brokers, dirs = per_broker_and_dir(
+            cluster,
+            scope,
+            (cluster.rep_broker, cluster.rep_dir),
+            (choice.cur_b, choice.cur_d),
+            choice.leader,
+        )
+        summary["perBroker"] = brokers
+        summary["perDir"] = dirs
+    timings = {"prepare": t1 - t0, "core": t2 - t1, "report": time.perf_counter() - t2}
+    if choice.exact["ran"]:
+        timings["exact"] = float(choice.exact["seconds"])
+    summary["timings"] = {k: round(v, 3) for k, v in timings.items()}
+    return PlanResult(
+        plan=summary.pop("_plan"),
+        summary=summary,
+        timings=timings,
+        placement=(choice.cur_b, choice.cur_d),
+        core_moves=choice.core_moves,
+        core_profile=dict(outcome.profile),
+    )
+
+
+def _prepare(cluster: Cluster, scope: Scope, spark: Any) -> Prepared:
+    """The preparation stage: Spark when given a session, numpy otherwise."""
+    if spark is not None:
+        from spindle.rebalance.spark_job import prepare_spark
+
+        return prepare_spark(spark, cluster, scope)
+    return prepare_local(cluster, scope)
+
+
+def _try_exact(
+    cluster: Cluster,
+    scope: Scope,
+    goals: Goals,
+    request: Request,
+    choice: _Choice,
+    shortfall: list[str],
+) -> None:
+    """Run the exact planner and take its placement into ``choice`` when it keeps the hard
+    rules and meets more soft goals (or the greedy refused); raise ``PlanError`` when it
+    proves the hard rules infeasible for a plan the greedy refused."""
+    refusal = choice.refusal
+    found = exact.solve(cluster, scope, goals)
+    if found.status == "infeasible" and refusal is not None:
+        # Before calling it impossible, allow what the hard rules allow and the default
+        # model leaves out (a replica onto a broker its partition has left).
+        found = exact.solve(cluster, scope, goals, onto_holders=True)
+    note: dict[str, Any] = {
+        "ran": True,
+        "why": (
+            "the greedy refused the plan"
+            if refusal is not None
+            else "the greedy left achievable soft goals unmet: " + ", ".join(shortfall)
+        ),
+        "status": found.status,
+        "seconds": round(found.seconds, 3),
+        "variables": found.variables,
+        "used": False,
+    }
+    choice.exact = note
+    if found.cur_broker is None or found.cur_dir is None:
+        if refusal is not None and found.status == "infeasible":
+            raise PlanError(
+                f"plan refused ({request.mode}): {refusal}; the exact solver (HiGHS MIP) "
+                "proved that no placement meets the hard rules"
+            )
+        return
+    e_b, e_d = found.cur_broker, found.cur_dir
+    if hard_violations(cluster, scope, goals, e_b, e_d):
+        note["why"] += "; its placement broke a hard rule, so it was not used"
+        return
+    e_status, e_unmet = _goal_status(cluster, scope, goals, e_b, e_d, None, False)
+    if refusal is None and _shortfall(e_status) >= _shortfall(choice.status):
+        return
+    note["used"] = True
+    choice.planner, choice.refusal = "exact", None
+    choice.cur_b, choice.cur_d, choice.leader = e_b, e_d, cluster.rep_leader
+    choice.core_moves = int(((e_b != cluster.rep_broker) | (e_d != cluster.rep_dir)).sum())
+    choice.status = e_status
+    choice.unmet = _capacity_notes(cluster, scope, goals, e_d) + e_unmet
+
+
+def _refuse(
+    cluster: Cluster, request: Request, choice: _Choice, *, caps: bool, exact_limit: int
+) -> None:
+    """Raise the refusal, saying why it was not proven impossible."""
+    if choice.exact["ran"]:
+        why = f"the exact solver stopped without a usable placement: {choice.exact['status']}"
+    elif caps:
+        why = "--max-moves/--max-bytes given, so the exact solver was not tried"
+    else:
+        why = f"{cluster.n_replicas} replicas, above the exact solver's limit of {exact_limit}"
+    raise PlanError(
+        f"plan refused ({request.mode}): {choice.refusal}; the greedy planner found no "
+        f"placement keeping the hard rules, and this was not proven impossible ({why})"
+    )
+
+
+def _summary(
+    cluster: Cluster,
+    scope: Scope,
+    goals: Goals,
+    request: Request,
+    choice: _Choice,
+    *,
+    capped: bool,
+) -> dict[str, Any]:
+    """The summary (its keys in the order they have always been written), with the plan
+    under ``_plan`` for the caller to take out."""
+    cur_b, cur_d, leader = choice.cur_b, choice.cur_d, choice.leader
     plan = build_plan(cluster, cur_b, cur_d, leader)
     moved = (cur_b != cluster.rep_broker) | (cur_d != cluster.rep_dir)
     cross = moved & (cur_b != cluster.rep_broker)
     intra = moved & ~cross
     size = cluster.rep_size
     bounds = lower_bounds(cluster, scope, goals)
-    before = figures(cluster, scope, goals, cluster.rep_broker, cluster.rep_dir)
-    after = figures(cluster, scope, goals, cur_b, cur_d, leader)
     bytes_moved = int(size[moved].sum())
-    t3 = time.perf_counter()
-    summary: dict[str, Any] = {
+    return {
+        "_plan": plan,
         "mode": request.mode,
-        "planner": planner,
-        "exact": exact_note,
+        "planner": choice.planner,
+        "exact": choice.exact,
         "request": {k: v for k, v in asdict(request).items() if v not in ((), None)},
         "goals": asdict(goals),
         "replicas": cluster.n_replicas,
@@ -175,35 +256,12 @@ def make_plan(
         },
         "lowerBounds": bounds,
         "bytesOverLowerBound": round(bytes_moved / bounds["bytes"], 4) if bounds["bytes"] else None,
-        "before": before,
-        "after": after,
-        "goalStatus": status,
-        "unmet": unmet,
-        "capped": capped,
+        "before": figures(cluster, scope, goals, cluster.rep_broker, cluster.rep_dir),
+        "after": figures(cluster, scope, goals, cur_b, cur_d, leader),
+        "goalStatus": choice.status,
+        "unmet": choice.unmet,
+        "capped": capped and choice.planner == "greedy",
     }
-    if detail:
-        brokers, dirs = per_broker_and_dir(
-            cluster,
-            scope,
-            (cluster.rep_broker, cluster.rep_dir),
-            (cur_b, cur_d),
-            leader,
-        )
-        summary["perBroker"] = brokers
-        summary["perDir"] = dirs
-    timings = {"prepare": t1 - t0, "core": t2 - t1, "report": time.perf_counter() - t2}
-    if exact_note["ran"]:
-        timings["exact"] = float(exact_note["seconds"])
-    summary["timings"] = {k: round(v, 3) for k, v in timings.items()}
-    del t3
-    return PlanResult(
-        plan=plan,
-        summary=summary,
-        timings=timings,
-        placement=(cur_b, cur_d),
-        core_moves=core_moves,
-        core_profile=dict(outcome.profile),
-    )
 
 
 def _refusal(cluster: Cluster, scope: Scope, goals: Goals, outcome: Outcome) -> str | None:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 from spindle.rebalance.bands import band_floor
-from spindle.rebalance.goals import Capacity, hard_goals, soft_goals
+from spindle.rebalance.goals import BrokerBytes, Capacity, hard_goals, soft_goals
 from spindle.rebalance.goals.base import Placed, dir_loads
 from spindle.rebalance.model import ACTIVE, OFFLINE, STATES, Cluster, Goals
 from spindle.rebalance.scope import Scope
@@ -114,99 +114,132 @@ def lower_bounds(cluster: Cluster, scope: Scope, goals: Goals) -> dict[str, floa
     directory bands use the broker mean of Active dirs, bounded from the safe side because
     Cordoned dirs can only lose bytes.
     """
-    host = scope.hosting
-    total = cluster.dir_total.astype(float)
-    rep_bytes = np.bincount(cluster.rep_dir, weights=cluster.rep_size, minlength=cluster.n_dirs)
-    forced = float(rep_bytes[scope.evacuate].sum())
-    load = np.where(host, rep_bytes + cluster.dir_external(), 0.0)
-    n_b = cluster.n_brokers
-    db, bb = goals.disk_balance, goals.broker_balance
-    hard = goals.capacity_threshold * total
-    active = host & (cluster.dir_state == ACTIVE)
-    b_load = np.bincount(cluster.dir_broker, weights=load, minlength=n_b)
-    b_cap = np.bincount(cluster.dir_broker, weights=total * host, minlength=n_b)
-    b_hard = np.bincount(cluster.dir_broker, weights=hard * host, minlength=n_b)
-    stuck = (~host & ~scope.evacuate)[cluster.rep_dir]
-    placed = float(cluster.rep_size[~stuck].sum()) + float(cluster.dir_external()[host].sum())
-    mean = placed / b_cap.sum() if b_cap.sum() else 0.0
-    hi_b = np.minimum(bb * mean * b_cap, b_hard)
-    lo_b = np.minimum(band_floor(bb, mean) * b_cap, hi_b)
-    a_cap = np.bincount(cluster.dir_broker, weights=total * active, minlength=n_b)
-    cordoned = np.bincount(cluster.dir_broker, weights=load * (host & ~active), minlength=n_b)
-    out: dict[str, float] = {"forced": forced}
-    hb = b_cap > 0
+    bd = _BoundFigures(cluster, scope, goals)
+    out: dict[str, float] = {"forced": bd.forced}
+    if scope.mode == "full":
+        out.update(_balance_bounds(bd))
+    elif scope.mode == "intra-broker":
+        n_b = cluster.n_brokers
+        per_b_forced = np.bincount(
+            cluster.dir_broker, weights=bd.rep_bytes * scope.evacuate, minlength=n_b
+        )
+        e, f = bd.parts(bd.b_load + per_b_forced)
+        out["bytes"] = float(np.maximum(per_b_forced + e, f).sum())
+        out["crossBroker"] = 0.0
+    elif scope.mode == "add-brokers":
+        recv_b, hb = _recv_b(cluster, scope), bd.hb
+        give = float(np.maximum(bd.b_load - bd.hi_b, 0)[hb & ~recv_b].sum())
+        take = float(np.maximum(bd.lo_b - bd.b_load, 0)[hb & recv_b].sum())
+        out["bytes"] = out["crossBroker"] = max(give, take)
+    else:
+        out["bytes"] = bd.forced
+        must = float(bd.rep_bytes[scope.must_leave_broker].sum())
+        out["crossBroker"] = must
+    return {k: round(v, 1) for k, v in out.items()}
 
-    def parts(lp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+
+class _BoundFigures:
+    """What the lower bounds start from: the snapshot's loads, the byte bands, and per
+    broker the bytes a final load forces off (or onto) its directories (``parts``)."""
+
+    def __init__(self, cluster: Cluster, scope: Scope, goals: Goals) -> None:
+        self.cluster, self.scope = cluster, scope
+        host = scope.hosting
+        self.total = total = cluster.dir_total.astype(float)
+        self.rep_bytes = np.bincount(
+            cluster.rep_dir, weights=cluster.rep_size, minlength=cluster.n_dirs
+        )
+        self.forced = float(self.rep_bytes[scope.evacuate].sum())
+        self.load = load = np.where(host, self.rep_bytes + cluster.dir_external(), 0.0)
+        n_b = cluster.n_brokers
+        self.db = goals.disk_balance
+        self.hard = hard = goals.capacity_threshold * total
+        self.active = active = host & (cluster.dir_state == ACTIVE)
+        self.b_load = np.bincount(cluster.dir_broker, weights=load, minlength=n_b)
+        b_cap = np.bincount(cluster.dir_broker, weights=total * host, minlength=n_b)
+        b_hard = np.bincount(cluster.dir_broker, weights=hard * host, minlength=n_b)
+        stuck = (~host & ~scope.evacuate)[cluster.rep_dir]
+        self.placed = placed = float(cluster.rep_size[~stuck].sum()) + float(
+            cluster.dir_external()[host].sum()
+        )
+        mean = placed / b_cap.sum() if b_cap.sum() else 0.0
+        self.lo_b, self.hi_b = BrokerBytes(goals).band(mean, b_cap, b_hard)
+        self.a_cap = np.bincount(cluster.dir_broker, weights=total * active, minlength=n_b)
+        self.cordoned = np.bincount(
+            cluster.dir_broker, weights=load * (host & ~active), minlength=n_b
+        )
+        self.hb = b_cap > 0
+
+    def parts(self, lp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per broker ending at load ``lp``: bytes above its directories' upper bands, and
+        bytes missing below their lower bands (the Active mean bounded from the safe side:
+        Cordoned dirs can only lose bytes)."""
+        n_b, a_cap, db, hard, total = (
+            self.cluster.n_brokers,
+            self.a_cap,
+            self.db,
+            self.hard,
+            self.total,
+        )
+        active, host, load = self.active, self.scope.hosting, self.load
         u_hi = np.divide(lp, a_cap, out=np.zeros(n_b), where=a_cap > 0)
-        u_lo = np.divide(np.maximum(lp - cordoned, 0), a_cap, out=np.zeros(n_b), where=a_cap > 0)
-        d_b = cluster.dir_broker
+        u_lo = np.divide(
+            np.maximum(lp - self.cordoned, 0), a_cap, out=np.zeros(n_b), where=a_cap > 0
+        )
+        d_b = self.cluster.dir_broker
         hi_d = np.where(active, np.minimum(hard, db * u_hi[d_b] * total), hard)
-        lo_d = np.where(active & scope.receivable, band_floor(db, u_lo[d_b]) * total, 0.0)
+        lo_d = np.where(active & self.scope.receivable, band_floor(db, u_lo[d_b]) * total, 0.0)
         e = np.bincount(d_b, weights=np.where(host, np.maximum(load - hi_d, 0), 0), minlength=n_b)
         f = np.bincount(d_b, weights=np.where(host, np.maximum(lo_d - load, 0), 0), minlength=n_b)
         return e, f
 
-    if scope.mode == "full":
 
-        def x_bound(lp: np.ndarray) -> np.ndarray:
-            e, f = parts(lp)
-            return np.asarray(np.maximum.reduce([e, f - lp + b_load, b_load - lp, np.zeros(n_b)]))
+def _balance_bounds(bd: _BoundFigures) -> dict[str, float]:
+    """Full mode: the balance bound (Lagrangian over the brokers' coupled final loads) and
+    the cross-broker bound."""
+    n_b, b_load, hb, forced = bd.cluster.n_brokers, bd.b_load, bd.hb, bd.forced
 
-        def y_bound(lp: np.ndarray) -> np.ndarray:
-            e, f = parts(lp)
-            return np.asarray(np.maximum.reduce([f, e + lp - b_load, lp - b_load, np.zeros(n_b)]))
+    def x_bound(lp: np.ndarray) -> np.ndarray:
+        e, f = bd.parts(lp)
+        return np.asarray(np.maximum.reduce([e, f - lp + b_load, b_load - lp, np.zeros(n_b)]))
 
-        lo = np.where(hb, lo_b, 0.0)
-        hi = np.where(hb, hi_b, 0.0)
-        # The brokers' final loads are coupled: sum(L' - L) = forced bytes. Minimising each
-        # broker alone ignores that (every broker would pick its most convenient end of the
-        # band); a Lagrange multiplier on the coupling keeps the bound valid (weak duality:
-        # any multiplier gives a lower bound) and much tighter, so the best one is searched.
-        floating = float(forced)
+    def y_bound(lp: np.ndarray) -> np.ndarray:
+        e, f = bd.parts(lp)
+        return np.asarray(np.maximum.reduce([f, e + lp - b_load, lp - b_load, np.zeros(n_b)]))
 
-        def dual(bound: Any, lam: float) -> float:
-            inner = _ternary_min(lambda lp: bound(lp) + lam * (lp - b_load), lo, hi, steps=50)
-            return float(inner.sum()) - lam * floating
+    lo = np.where(hb, bd.lo_b, 0.0)
+    hi = np.where(hb, bd.hi_b, 0.0)
+    # The brokers' final loads are coupled: sum(L' - L) = forced bytes. Minimising each
+    # broker alone ignores that (every broker would pick its most convenient end of the
+    # band); a Lagrange multiplier on the coupling keeps the bound valid (weak duality:
+    # any multiplier gives a lower bound) and much tighter, so the best one is searched.
+    floating = float(forced)
 
-        def best(bound: Any) -> float:
-            a, b = -2.0, 2.0
-            for _ in range(40):
-                m1, m2 = a + (b - a) / 3, b - (b - a) / 3
-                if dual(bound, m1) < dual(bound, m2):
-                    a = m1
-                else:
-                    b = m2
-            return max(dual(bound, a), dual(bound, 0.0))
+    def dual(bound: Any, lam: float) -> float:
+        inner = _ternary_min(lambda lp: bound(lp) + lam * (lp - b_load), lo, hi, steps=50)
+        return float(inner.sum()) - lam * floating
 
-        # The searches stop within ~1e-9 of a band's width of the minimum (from above); a
-        # millionth of the placed bytes keeps the bound on the safe side of that.
-        slack = 1e-6 * placed
-        out["balance"] = max(forced, forced + best(x_bound) - slack, best(y_bound) - slack)
-        out["crossBroker"] = max(
-            float(np.maximum(b_load - hi_b, 0)[hb].sum()),
-            float(np.maximum(lo_b - b_load, 0)[hb & _recv_b(cluster, scope)].sum()),
-        )
-        out["bytes"] = max(forced, out["balance"])
-    elif scope.mode == "intra-broker":
-        e, f = parts(
-            b_load
-            + np.bincount(cluster.dir_broker, weights=rep_bytes * scope.evacuate, minlength=n_b)
-        )
-        per_b_forced = np.bincount(
-            cluster.dir_broker, weights=rep_bytes * scope.evacuate, minlength=n_b
-        )
-        out["bytes"] = float(np.maximum(per_b_forced + e, f).sum())
-        out["crossBroker"] = 0.0
-    elif scope.mode == "add-brokers":
-        recv_b = _recv_b(cluster, scope)
-        give = float(np.maximum(b_load - hi_b, 0)[hb & ~recv_b].sum())
-        take = float(np.maximum(lo_b - b_load, 0)[hb & recv_b].sum())
-        out["bytes"] = out["crossBroker"] = max(give, take)
-    else:
-        out["bytes"] = forced
-        must = float(rep_bytes[scope.must_leave_broker].sum())
-        out["crossBroker"] = must
-    return {k: round(v, 1) for k, v in out.items()}
+    def best(bound: Any) -> float:
+        a, b = -2.0, 2.0
+        for _ in range(40):
+            m1, m2 = a + (b - a) / 3, b - (b - a) / 3
+            if dual(bound, m1) < dual(bound, m2):
+                a = m1
+            else:
+                b = m2
+        return max(dual(bound, a), dual(bound, 0.0))
+
+    # The searches stop within ~1e-9 of a band's width of the minimum (from above); a
+    # millionth of the placed bytes keeps the bound on the safe side of that.
+    slack = 1e-6 * bd.placed
+    out: dict[str, float] = {}
+    out["balance"] = max(forced, forced + best(x_bound) - slack, best(y_bound) - slack)
+    out["crossBroker"] = max(
+        float(np.maximum(b_load - bd.hi_b, 0)[hb].sum()),
+        float(np.maximum(bd.lo_b - b_load, 0)[hb & _recv_b(bd.cluster, bd.scope)].sum()),
+    )
+    out["bytes"] = max(forced, out["balance"])
+    return out
 
 
 def _recv_b(cluster: Cluster, scope: Scope) -> np.ndarray:

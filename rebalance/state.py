@@ -38,7 +38,6 @@ class PlannerState:
         self.s = scope
         self.g = goals
         self.req = request
-        n_b = cluster.n_brokers
         self.size = cluster.rep_size
         self.size_f = cluster.rep_size.astype(np.float64)
         self.cur_b = cluster.rep_broker.copy()
@@ -52,8 +51,16 @@ class PlannerState:
         self.hosting = scope.hosting
         self.active = scope.hosting & (cluster.dir_state == ACTIVE)
         self.recv = scope.receivable.copy()
-
         ext = cluster.dir_external().astype(np.float64)
+        self._loads(ext)
+        self._targets(ext)
+        self._partition_rules()
+        self._caches()
+
+    def _loads(self, ext: np.ndarray) -> None:
+        """Bytes per directory and per broker (all hosting dirs, and Active ones), capacity,
+        and replica and leader counts per broker, as the snapshot has them."""
+        prepared, n_b = self.p, self.c.n_brokers
         self.dir_load: np.ndarray = np.where(self.hosting, prepared.dir_rep_bytes + ext, 0.0)
         self.b_load: np.ndarray = np.bincount(self.dir_b, weights=self.dir_load, minlength=n_b)
         self.b_cap: np.ndarray = np.bincount(
@@ -75,9 +82,11 @@ class PlannerState:
             self.dir_b, weights=prepared.dir_leaders * self.hosting, minlength=n_b
         ).astype(np.int64)
 
-        # Cluster-wide targets. Bytes and counts of replicas that must find a new home are
-        # part of the totals: they will land somewhere.
-        stuck_offline = ~self.hosting & ~scope.evacuate
+    def _targets(self, ext: np.ndarray) -> None:
+        """Cluster-wide targets: the soft goals' bands. Bytes and counts of replicas that
+        must find a new home are part of the totals: they will land somewhere."""
+        cluster, goals = self.c, self.g
+        stuck_offline = ~self.hosting & ~self.s.evacuate
         rep_stuck = stuck_offline[cluster.rep_dir]
         placed_bytes = float(self.size_f[~rep_stuck].sum()) + float(ext[self.hosting].sum())
         self.host_b = self.b_cap > 0
@@ -93,15 +102,13 @@ class PlannerState:
         self.c_lo, self.c_hi = self.replica_goal.band(mean_reps)
         self.l_lo, self.l_hi = self.leader_goal.band(mean_leaders)
 
-        self.n_racks = hosting_racks(cluster, scope)
+    def _partition_rules(self) -> None:
+        """Racks, rack limits and the brokers of each partition's replicas (now and in the
+        snapshot), for the partition rules every destination search checks."""
+        cluster, n_b = self.c, self.c.n_brokers
+        self.n_racks = hosting_racks(cluster, self.s)
         self.rack_limit = rack_limits(np.diff(cluster.part_start), self.n_racks)
         self.dirs_of = [np.flatnonzero(self.dir_b == b) for b in range(n_b)]
-        self.neg_sorted = -self.size[prepared.order]
-        self.n_moves = 0
-        self.bytes_moved = 0
-        self.capped = False
-        self.unmet: list[dict[str, object]] = []
-        self.hard_failures: list[str] = []
         self._bad_b = np.zeros(n_b, bool)
         self._closed_b = self.host_b & ~self.recv_broker()
         # Brokers of each partition's replicas, padded with -1: vectorised partition rules.
@@ -113,6 +120,17 @@ class PlannerState:
         self._members0 = self._members.copy()
         self._rack_of_b = cluster.broker_rack.astype(np.int64)
         self._bad_rack = np.zeros(len(cluster.racks), bool)
+
+    def _caches(self) -> None:
+        """What the plan has done so far, Python mirrors of hot figures, the phases' own
+        caches, and the profile's counters."""
+        cluster = self.c
+        self.neg_sorted = -self.size[self.p.order]
+        self.n_moves = 0
+        self.bytes_moved = 0
+        self.capped = False
+        self.unmet: list[dict[str, object]] = []
+        self.hard_failures: list[str] = []
         # Python lists for scalar look-ups in the hot loop (numpy scalar indexing is slow).
         self._rep_part = cluster.rep_part.tolist()
         self._rep_broker0 = cluster.rep_broker.tolist()
@@ -128,7 +146,7 @@ class PlannerState:
         self._small_ptr: list[int] = []
         self._dest_s = 0.0
         self._dest_n = 0
-        self.proposer: CountProposer = prepared.proposer or LocalProposer(
+        self.proposer: CountProposer = self.p.proposer or LocalProposer(
             cluster, rack_limit=self.rack_limit
         )
         self._prop_s = 0.0
