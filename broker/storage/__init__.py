@@ -1,9 +1,19 @@
-"""The part of the broker that owns disks: log directories, segments, partition logs,
-the log manager, the single disk-failure channel and the replica mover (KIP-112, KIP-113, KIP-858).
+"""The part of the broker that owns disks (KIP-112, KIP-113, KIP-858), split as Kafka splits it:
 
-Synchronous and thread-safe (per-partition locks, mover threads); no asyncio here, so the
-protocol layer calls it from an executor. Errors surface as ``KafkaError``/``KafkaStorageError``
-carrying Kafka's error codes, which the protocol layer returns unchanged.
+- ``logdir``: one configured directory (``meta.properties``, lock, clean-shutdown marker);
+- ``segment``, ``log``: one segment's files, one partition's log; ``names``: replica dir names;
+- ``manager``: the LogManager (every directory and replica, placement, moves, failures);
+- ``loader``: start-up loading and recovery; ``housekeeping``: checkpoints, retention, deletes;
+- ``failure``: the one failure channel; ``mover``: the replica mover; ``throttle``;
+- ``descriptions``: DescribeLogDirs data and the placement rule; ``file_range``: zero-copy reads.
+
+Synchronous, thread-safe (partition locks, the manager lock) and free of asyncio (an
+import-linter contract). Its own threads do the long work: movers, the deleter, housekeeping
+and the failure handler. The broker calls it directly on its event loop for appends, reads and
+metadata-sized work, which touch the page cache only and keep each connection's order without
+a thread hop; opening and closing the LogManager (recovery, flushes) go through
+``asyncio.to_thread``. Errors surface as ``KafkaError``/``KafkaStorageError`` carrying Kafka's
+error codes, which the request handlers return unchanged.
 """
 
 from spindle.broker.storage.descriptions import (

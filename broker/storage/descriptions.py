@@ -1,13 +1,18 @@
 """What the LogManager reports and decides from: DescribeLogDirs answers, move progress, and
-the placement rule for new replicas. Pure data and one pure function; no I/O here."""
+the placement rule for new replicas. Pure data and pure functions; no I/O here."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from spindle.broker.common.errors import ErrorCode, KafkaStorageError
 from spindle.broker.common.ids import TopicPartition
+
+if TYPE_CHECKING:
+    from spindle.broker.storage.log import Log
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,3 +64,26 @@ def choose_log_dir(candidates: list[DirLoad]) -> str:
         raise KafkaStorageError("no online log directory to place a replica in")
     best = min(enumerate(candidates), key=lambda ic: (ic[1].replicas, -ic[1].usable_bytes, ic[0]))
     return best[1].path
+
+
+def describe_replicas(
+    replicas: Sequence[tuple[Log, bool]],
+    lives: Mapping[TopicPartition, Log],
+    topics: Collection[TopicPartition] | None,
+) -> list[PartitionDescription]:
+    """DescribeLogDirs' replicas of one directory: ``replicas`` are (log, is_future) pairs in
+    it, ``lives`` every live replica (a future's lag is behind its live log; a live one's
+    behind the high watermark), ``topics`` the selection (None = all)."""
+    parts = []
+    for lg, is_future in replicas:
+        if topics is not None and lg.tp not in topics:
+            continue
+        leo = lg.log_end_offset
+        if is_future:
+            live = lives.get(lg.tp)
+            lag = max((live.log_end_offset if live else leo) - leo, 0)
+        else:
+            lag = max(lg.high_watermark - leo, 0)
+        parts.append(PartitionDescription(lg.tp, lg.size, lag, is_future))
+    parts.sort(key=lambda p: (p.tp, p.is_future))
+    return parts

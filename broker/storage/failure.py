@@ -23,6 +23,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import TracebackType
 
 from spindle.broker.common.errors import KafkaStorageError
 
@@ -136,3 +137,33 @@ class LogDirFailureChannel:
             raise KafkaStorageError(
                 f"{what} failed in log directory {dir_path}: {exc}; the directory is now offline"
             ) from exc
+
+
+class OwnedLock:
+    """A re-entrant lock that knows whether the calling thread holds it (the LogManager's):
+    a thread holding the lock the handler needs must not wait for the handler."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._owner: int | None = None
+        self._depth = 0
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        self._owner = threading.get_ident()
+        self._depth += 1
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self._owner = None
+        self._lock.release()
+
+    def owned(self) -> bool:
+        """True if the calling thread holds the lock."""
+        return self._owner == threading.get_ident()

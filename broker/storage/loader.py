@@ -48,6 +48,7 @@ from spindle.broker.storage.names import (
     parse_dir_name,
     partition_dir_name,
 )
+from spindle.broker.storage.segment import LOG_SUFFIX, Segment
 from spindle.broker.storage.settings import StorageSettings
 
 log = logging.getLogger(__name__)
@@ -192,7 +193,7 @@ class LogLoader:
                 continue
             if kind not in ("", FUTURE_SUFFIX):
                 continue
-            replica = Log.load(
+            replica = load_log(
                 tp,
                 full,
                 path,
@@ -240,3 +241,85 @@ class LogLoader:
         fut.is_future = False
         log.info("promoted the future replica of %s in %s", tp, fut.logdir_path)
         return True
+
+
+def load_log(
+    tp: TopicPartition,
+    dir_path: str,
+    logdir_path: str,
+    *,
+    settings: StorageSettings,
+    clock: Clock,
+    failures: LogDirFailureChannel,
+    is_future: bool,
+    recovery_point: int,
+    log_start_offset: int | None,
+    high_watermark: int | None,
+    clean: bool,
+) -> Log:
+    """Load an existing replica; after an unclean shutdown re-validate from the recovery
+    point (CRC included), cut a torn tail and drop any segment after it."""
+    with failures.guard(logdir_path, f"loading log {dir_path}"):
+        segments = _recover_segments(
+            dir_path,
+            settings=settings,
+            now_ms=clock.wall_ms(),
+            recovery_point=recovery_point,
+            clean=clean,
+        )
+        if not segments:
+            segments.append(
+                Segment.create(
+                    dir_path,
+                    max(log_start_offset or 0, recovery_point),
+                    index_interval_bytes=settings.log_index_interval_bytes,
+                    created_ms=clock.wall_ms(),
+                )
+            )
+    return Log.from_segments(
+        tp,
+        dir_path,
+        logdir_path,
+        segments,
+        settings=settings,
+        clock=clock,
+        failures=failures,
+        is_future=is_future,
+        log_start_offset=log_start_offset,
+        high_watermark=high_watermark,
+    )
+
+
+def _recover_segments(
+    dir_path: str, *, settings: StorageSettings, now_ms: int, recovery_point: int, clean: bool
+) -> list[Segment]:
+    """The segments of one replica directory (``OSError`` on a disk error). Leftover
+    ``.tmp``/``.cleaned``/``.swap`` files are removed; segments from the one holding the
+    recovery point on are re-validated after an unclean shutdown; everything after a torn
+    tail is unreachable and deleted, as Kafka does."""
+    bases = sorted(
+        int(name[: -len(LOG_SUFFIX)])
+        for name in os.listdir(dir_path)
+        if name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit()
+    )
+    for name in os.listdir(dir_path):
+        if name.endswith((".tmp", ".cleaned", ".swap")):
+            os.unlink(os.path.join(dir_path, name))
+    segments: list[Segment] = []
+    truncated_at: int | None = None
+    for i, base in enumerate(bases):
+        if truncated_at is not None:
+            Segment(dir_path, base, index_interval_bytes=0, created_ms=now_ms).delete()
+            continue
+        next_base = bases[i + 1] if i + 1 < len(bases) else 1 << 62
+        seg, cut = Segment.load(
+            dir_path,
+            base,
+            index_interval_bytes=settings.log_index_interval_bytes,
+            recover=not clean and next_base > recovery_point,
+            now_ms=now_ms,
+        )
+        segments.append(seg)
+        if cut:
+            truncated_at = seg.next_offset
+    return segments

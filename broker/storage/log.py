@@ -27,7 +27,7 @@ from spindle.broker.records import batch as record_batch
 from spindle.broker.storage.failure import LogDirFailureChannel
 from spindle.broker.storage.file_range import FileRange, ReadSlice
 from spindle.broker.storage.names import TOPIC_FILE, name_is_cut
-from spindle.broker.storage.segment import LOG_SUFFIX, Segment, SegmentState
+from spindle.broker.storage.segment import Segment, SegmentState
 from spindle.broker.storage.settings import StorageSettings
 
 _WRITE_SIDE_ERRNOS = {
@@ -124,23 +124,22 @@ class Log:
         return log
 
     @classmethod
-    def load(
+    def from_segments(
         cls,
         tp: TopicPartition,
         dir_path: str,
         logdir_path: str,
+        segments: list[Segment],
         *,
         settings: StorageSettings,
         clock: Clock,
         failures: LogDirFailureChannel,
         is_future: bool,
-        recovery_point: int,
         log_start_offset: int | None,
         high_watermark: int | None,
-        clean: bool,
     ) -> Log:
-        """Load an existing replica; after an unclean shutdown re-validate from the recovery
-        point (CRC included), cut a torn tail and drop any segment after it."""
+        """A loaded replica over its recovered ``segments`` (``loader.load_log``): offsets
+        from the checkpoints, clamped to what the segments hold."""
         log = cls(
             tp,
             dir_path,
@@ -150,38 +149,9 @@ class Log:
             failures=failures,
             is_future=is_future,
         )
-        now = clock.wall_ms()
-        with failures.guard(logdir_path, f"loading log {dir_path}"):
-            bases = sorted(
-                int(name[: -len(LOG_SUFFIX)])
-                for name in os.listdir(dir_path)
-                if name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit()
-            )
-            for name in os.listdir(dir_path):
-                if name.endswith((".tmp", ".cleaned", ".swap")):
-                    os.unlink(os.path.join(dir_path, name))
-            truncated_at: int | None = None
-            for base in bases:
-                if truncated_at is not None:
-                    # Everything after a torn tail is unreachable: delete it like Kafka does.
-                    Segment(dir_path, base, index_interval_bytes=0, created_ms=now).delete()
-                    continue
-                # Re-validate the segment holding the recovery point and every later one.
-                recover = not clean and _next_base(bases, base) > recovery_point
-                seg, cut = Segment.load(
-                    dir_path,
-                    base,
-                    index_interval_bytes=settings.log_index_interval_bytes,
-                    recover=recover,
-                    now_ms=now,
-                )
-                log._segments.append(seg)
-                if cut:
-                    truncated_at = seg.next_offset
-            if not log._segments:
-                log._segments.append(log._new_segment(max(log_start_offset or 0, recovery_point)))
+        log._segments = segments
         leo = log.log_end_offset
-        first_base = log._segments[0].base_offset
+        first_base = segments[0].base_offset
         log._log_start_offset = min(max(log_start_offset or first_base, first_base), leo)
         log._high_watermark = min(max(high_watermark or 0, log._log_start_offset), leo)
         # Clean: everything was flushed at shutdown. Unclean: everything past the old recovery
@@ -613,8 +583,3 @@ class Log:
         with self.lock:
             self._log_start_offset = other.log_start_offset
             self._high_watermark = other.high_watermark
-
-
-def _next_base(bases: list[int], base: int) -> int:
-    i = bases.index(base)
-    return bases[i + 1] if i + 1 < len(bases) else 1 << 62

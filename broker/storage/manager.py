@@ -26,7 +26,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Collection
-from types import TracebackType
 
 from spindle.broker.common.clock import Clock, SystemClock
 from spindle.broker.common.errors import ErrorCode, KafkaError, KafkaStorageError
@@ -36,10 +35,10 @@ from spindle.broker.storage.descriptions import (
     DirLoad,
     LogDirDescription,
     MoveStatus,
-    PartitionDescription,
     choose_log_dir,
+    describe_replicas,
 )
-from spindle.broker.storage.failure import LogDirFailureChannel
+from spindle.broker.storage.failure import LogDirFailureChannel, OwnedLock
 from spindle.broker.storage.housekeeping import ALL_CHECKPOINTS, Housekeeper
 from spindle.broker.storage.loader import LogLoader
 from spindle.broker.storage.log import Log
@@ -60,36 +59,6 @@ OfflineListener = Callable[[str], None]
 MoveListener = Callable[[TopicPartition, str], None]
 
 
-class _ManagerLock:
-    """The manager's re-entrant lock, knowing whether the calling thread holds it: a thread
-    that holds it must not wait for the failure handler, which needs it."""
-
-    def __init__(self) -> None:
-        self._lock = threading.RLock()
-        self._owner: int | None = None
-        self._depth = 0
-
-    def __enter__(self) -> None:
-        self._lock.acquire()
-        self._owner = threading.get_ident()
-        self._depth += 1
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._depth -= 1
-        if self._depth == 0:
-            self._owner = None
-        self._lock.release()
-
-    def owned(self) -> bool:
-        """True if the calling thread holds the lock."""
-        return self._owner == threading.get_ident()
-
-
 class LogManager:
     """All log directories and replicas of one broker (see module docstring)."""
 
@@ -106,7 +75,7 @@ class LogManager:
         self.cluster_id = cluster_id
         self.node_id = node_id
         self.clock = clock
-        self._lock = _ManagerLock()
+        self._lock = OwnedLock()
         self.failures = LogDirFailureChannel(
             self._on_dir_failure, may_wait=lambda: not self._lock.owned()
         )
@@ -319,30 +288,37 @@ class LogManager:
             return ErrorCode.KAFKA_STORAGE_ERROR
         with self._admin_lock:
             for _ in range(3):
-                with self._lock:
-                    lg = self._logs.get(tp)
-                    if lg is None:
-                        if tp in self._offline_partitions:
-                            return ErrorCode.KAFKA_STORAGE_ERROR
-                        self._preferred[tp] = dest
-                        return ErrorCode.REPLICA_NOT_AVAILABLE
-                    if self.failures.is_offline(lg.logdir_path):
-                        return ErrorCode.KAFKA_STORAGE_ERROR
-                    fut = self._futures.get(tp)
-                if lg.logdir_path == dest:
-                    if fut is not None and not self._cancel_move(tp):
-                        continue  # the move finished meanwhile; look again
-                    with self._lock:
-                        self._preferred.pop(tp, None)
-                    return ErrorCode.NONE
-                if fut is not None and fut.logdir_path == dest:
-                    return ErrorCode.NONE
-                if self.failures.offline_dirs:
-                    return ErrorCode.KAFKA_STORAGE_ERROR
-                if fut is not None and not self._cancel_move(tp):
-                    continue
-                return self._start_move(tp, dest)
+                code = self._change_dir_once(tp, dest)
+                if code is not None:
+                    return code
             return ErrorCode.REASSIGNMENT_IN_PROGRESS
+
+    def _change_dir_once(self, tp: TopicPartition, dest: str) -> ErrorCode | None:
+        """One attempt of :meth:`change_replica_dir` (admin lock held); None when a move
+        finished while it was being cancelled, so the caller looks again."""
+        with self._lock:
+            lg = self._logs.get(tp)
+            if lg is None:
+                if tp in self._offline_partitions:
+                    return ErrorCode.KAFKA_STORAGE_ERROR
+                self._preferred[tp] = dest
+                return ErrorCode.REPLICA_NOT_AVAILABLE
+            if self.failures.is_offline(lg.logdir_path):
+                return ErrorCode.KAFKA_STORAGE_ERROR
+            fut = self._futures.get(tp)
+        if lg.logdir_path == dest:
+            if fut is not None and not self._cancel_move(tp):
+                return None  # the move finished meanwhile; look again
+            with self._lock:
+                self._preferred.pop(tp, None)
+            return ErrorCode.NONE
+        if fut is not None and fut.logdir_path == dest:
+            return ErrorCode.NONE
+        if self.failures.offline_dirs:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        if fut is not None and not self._cancel_move(tp):
+            return None
+        return self._start_move(tp, dest)
 
     def _start_move(self, tp: TopicPartition, dest: str) -> ErrorCode:
         assert self._mover is not None
@@ -510,33 +486,17 @@ class LogManager:
         for path, d in self._dirs.items():
             if wanted is not None and path not in wanted:
                 continue
+            usage = None
             if not self.failures.is_offline(path):
-                try:
-                    total, usable = self._disk_usage(path)
-                except KafkaStorageError:
-                    pass
-                else:
-                    parts = []
-                    for lg, is_future in replicas:
-                        if lg.logdir_path != path or (topics is not None and lg.tp not in topics):
-                            continue
-                        leo = lg.log_end_offset
-                        if is_future:
-                            live = lives.get(lg.tp)
-                            lag = max((live.log_end_offset if live else leo) - leo, 0)
-                        else:
-                            lag = max(lg.high_watermark - leo, 0)
-                        parts.append(PartitionDescription(lg.tp, lg.size, lag, is_future))
-                    parts.sort(key=lambda p: (p.tp, p.is_future))
-                    out.append(
-                        LogDirDescription(
-                            path, d.directory_id, ErrorCode.NONE, total, usable, parts
-                        )
-                    )
-                    continue
-            out.append(
-                LogDirDescription(path, d.directory_id, ErrorCode.KAFKA_STORAGE_ERROR, -1, -1)
-            )
+                with contextlib.suppress(KafkaStorageError):
+                    usage = self._disk_usage(path)
+            if usage is None:
+                error = ErrorCode.KAFKA_STORAGE_ERROR
+                out.append(LogDirDescription(path, d.directory_id, error, -1, -1))
+                continue
+            here = [(lg, f) for lg, f in replicas if lg.logdir_path == path]
+            parts = describe_replicas(here, lives, topics)
+            out.append(LogDirDescription(path, d.directory_id, ErrorCode.NONE, *usage, parts))
         return out
 
     # --- checkpoints, retention, deletes (the housekeeper's) -------------------------------

@@ -243,27 +243,46 @@ class ReplicaMover:
             if src_fd is None:
                 continue
             try:
-                pos = done
-                while pos < state.size:
-                    if job.cancel.is_set():
-                        return None
-                    n = min(self._throttle.chunk_size(), state.size - pos)
-                    if throttled:
-                        if not self._throttle.acquire(n, job.cancel):
-                            return None
-                    else:
-                        self._throttle.reserve(n)
-                    try:
-                        fut.copy_segment_bytes(state, src_fd, pos, n, source_logdir=src.logdir_path)
-                    except SourceShrunk:
-                        raise _Restart() from None
-                    pos += n
-                    copied += n
-                    self._step("copy_progress", job.tp)
+                n = self._copy_segment(job, src, fut, state, src_fd, done, throttled=throttled)
+                if n is None:
+                    return None
+                copied += n
                 fut.adopt_segment_state(state)
                 self._step("segment_copied", job.tp)
             finally:
                 os.close(src_fd)
+        return copied
+
+    def _copy_segment(
+        self,
+        job: MoveJob,
+        src: Log,
+        fut: Log,
+        state: SegmentState,
+        src_fd: int,
+        pos: int,
+        *,
+        throttled: bool,
+    ) -> int | None:
+        """Copy one segment's bytes from ``pos`` to ``state.size`` in throttled chunks; the
+        bytes copied, or None if the move was cancelled meanwhile."""
+        copied = 0
+        while pos < state.size:
+            if job.cancel.is_set():
+                return None
+            n = min(self._throttle.chunk_size(), state.size - pos)
+            if throttled:
+                if not self._throttle.acquire(n, job.cancel):
+                    return None
+            else:
+                self._throttle.reserve(n)
+            try:
+                fut.copy_segment_bytes(state, src_fd, pos, n, source_logdir=src.logdir_path)
+            except SourceShrunk:
+                raise _Restart() from None
+            pos += n
+            copied += n
+            self._step("copy_progress", job.tp)
         return copied
 
     def _trim_resumed(self, src: Log, fut: Log) -> None:

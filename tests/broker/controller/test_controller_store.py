@@ -17,7 +17,7 @@ from spindle.broker.controller.etcd import EtcdClient
 from spindle.broker.controller.model import UNASSIGNED_DIR, BrokerRegistration
 from spindle.broker.controller.store import MetadataConflict, MetadataStore
 
-from .conftest import Etcd
+from ..conftest import Etcd
 
 
 async def _controller(etcd: Etcd, prefix: str) -> tuple[EtcdClient, SingleBrokerController]:
