@@ -213,9 +213,18 @@ def test_kafka_configs_alters_a_broker_and_describes_all_defaults(cli_broker: Br
 
 
 def test_delete_records_and_get_offsets_max_timestamp(cli_broker: Broker, tmp_path: Path) -> None:
+    producer = KafkaProducer(bootstrap_servers=cli_broker.bootstrap)
+    for i in range(5):
+        producer.send("delete-me", f"r{i}".encode(), partition=0)
+    for ts in (1_000, 9_000, 5_000):
+        producer.send("max-ts", b"x", partition=0, timestamp_ms=ts)
+        producer.flush()
+    producer.close()
     plan = tmp_path / "delete.json"
     plan.write_text(
-        json.dumps({"version": 1, "partitions": [{"topic": TOPIC, "partition": 0, "offset": 3}]})
+        json.dumps(
+            {"version": 1, "partitions": [{"topic": "delete-me", "partition": 0, "offset": 3}]}
+        )
     )
     out = run(
         "kafka-delete-records",
@@ -224,29 +233,8 @@ def test_delete_records_and_get_offsets_max_timestamp(cli_broker: Broker, tmp_pa
         "--offset-json-file",
         str(plan),
     )
-    assert re.search(rf"partition: {TOPIC}-0\s+low_watermark: 3", out), out
-    out = run(
-        "kafka-get-offsets",
-        "--bootstrap-server",
-        cli_broker.bootstrap,
-        "--topic",
-        TOPIC,
-        "--time",
-        "-2",
-    )
-    assert f"{TOPIC}:0:3" in out.split()
-    producer = KafkaProducer(bootstrap_servers=cli_broker.bootstrap)
-    for ts in (1_000, 9_000, 5_000):
-        producer.send("max-ts", b"x", partition=0, timestamp_ms=ts)
-        producer.flush()
-    producer.close()
-    out = run(
-        "kafka-get-offsets",
-        "--bootstrap-server",
-        cli_broker.bootstrap,
-        "--topic",
-        "max-ts",
-        "--time",
-        "-3",
-    )
-    assert "max-ts:0:1" in out.split()
+    assert re.search(r"partition: delete-me-0\s+low_watermark: 3", out), out
+    offsets = ["kafka-get-offsets", "--bootstrap-server", cli_broker.bootstrap, "--topic"]
+    assert "delete-me:0:3" in run(*offsets, "delete-me", "--time", "-2").split()
+    # MAX_TIMESTAMP: the record with the largest timestamp (9000) is offset 1.
+    assert "max-ts:0:1" in run(*offsets, "max-ts", "--time", "-3").split()

@@ -38,10 +38,11 @@ async def ensure_offsets_topic(broker: ApiContext) -> None:
                 OFFSETS_TOPIC, s.offsets_topic_num_partitions, rf, None, configs
             )
             log.info("created %s with %d partitions", OFFSETS_TOPIC, len(topic.partitions))
+            await broker.replicas.create_local_logs(topic)
         except KafkaError as exc:
             if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
-    await broker.replicas.create_local_logs(broker.topics[OFFSETS_TOPIC])
+    # Replicas created elsewhere are picked up by the replica manager's metadata sync.
     broker.groups.sync_leadership(led_offsets_partitions(broker))
 
 
