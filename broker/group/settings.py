@@ -42,6 +42,9 @@ class GroupSettings(KafkaSettings):
     offsets_retention_check_interval_ms: int = Field(
         600_000, ge=1, description="How often expired offsets are removed."
     )
+    offsets_commit_timeout_ms: int = Field(
+        5000, ge=1, description="How long a commit waits for the in-sync replicas."
+    )
     offset_metadata_max_bytes: int = Field(
         4096, ge=0, description="Largest metadata string of a committed offset."
     )

@@ -1,9 +1,10 @@
 """Where the coordinator's records live: partitions of ``__consumer_offsets``.
 
 :class:`OffsetsLog` is what the coordinator needs (append records to a partition, read a
-partition back when loading it). :class:`PartitionLogs` implements it on the storage layer's
-partition logs, so every write and read goes through storage's failure channel; a server with
-replication would hand in an implementation that appends through the leader's replicated path.
+partition back when loading it). :class:`PartitionLogs` implements it over two callables the
+server hands in: the leader's append path (the replica manager's, so the high watermark follows
+the ISR like any produce and storage's failure channel sees every write) and the local
+partition log to read back.
 """
 
 from __future__ import annotations
@@ -40,21 +41,16 @@ class PartitionLogs:
     def __init__(
         self,
         log_for: Callable[[int], Log],
+        append: Callable[[int, bytes], object],
         *,
         clock: Clock,
-        on_append: Callable[[], None] | None = None,
     ) -> None:
         self._log_for = log_for
+        self._append = append
         self._clock = clock
-        self._on_append = on_append
 
     def append(self, partition: int, records: list[Record]) -> None:
-        log = self._log_for(partition)
-        log.append(build_records_batch(records, timestamp_ms=self._clock.wall_ms()))
-        # One replica: committed as soon as it is in the log (like the produce path).
-        log.high_watermark = log.log_end_offset
-        if self._on_append is not None:
-            self._on_append()
+        self._append(partition, build_records_batch(records, timestamp_ms=self._clock.wall_ms()))
 
     def read_all(self, partition: int) -> list[tuple[bytes | None, bytes | None]]:
         log = self._log_for(partition)

@@ -153,13 +153,18 @@ class BrokerServer:
             replica_lag_time_max_ms=s.replica_lag_time_max_ms,
         )
         replicas = self.replicas
+
+        def append_offsets(partition: int, batch: bytes) -> None:
+            replicas.append(TopicPartition(OFFSETS_TOPIC, partition), batch)
+            replicas.appended()
+
         self.groups = GroupCoordinator(
             settings=s,
             clock=self.clock,
             store=PartitionLogs(
                 lambda p: replicas.hosted_log(TopicPartition(OFFSETS_TOPIC, p)),
+                append_offsets,
                 clock=self.clock,
-                on_append=replicas.appended,
             ),
         )
         context = ApiContext(

@@ -2,7 +2,10 @@
 
 Thin translations to the group coordinator, which writes every commit to
 ``__consumer_offsets`` before answering. A partition of a topic that does not exist answers
-UNKNOWN_TOPIC_OR_PARTITION (Kafka checks the metadata before the coordinator sees it).
+UNKNOWN_TOPIC_OR_PARTITION (Kafka checks the metadata before the coordinator sees it). A commit
+is answered once the in-sync replicas of its ``__consumer_offsets`` partition have it (acks=all,
+as Kafka's coordinator writes), or COORDINATOR_NOT_AVAILABLE after
+``offsets.commit.timeout.ms`` so the client retries.
 """
 
 from __future__ import annotations
@@ -11,8 +14,10 @@ from collections import defaultdict
 from typing import Any
 
 from spindle.broker.common.errors import ErrorCode
+from spindle.broker.common.ids import TopicPartition
 from spindle.broker.group.coordinator import CommitEntry
 from spindle.broker.group.model import OffsetAndMetadata
+from spindle.broker.group.store import OFFSETS_TOPIC
 from spindle.broker.protocol.apis import ApiKey, Request
 
 from ..authorizer import Operation, RequestContext, ResourceType
@@ -22,6 +27,14 @@ from .base import ApiContext, Handlers
 def _known(broker: ApiContext, topic: str, partition: int) -> bool:
     found = broker.topics.get(topic)
     return found is not None and partition in found.partitions
+
+
+async def _replicated(broker: ApiContext, group_id: str) -> bool:
+    """Wait until the group's offsets partition is committed up to its end (acks=all)."""
+    tp = TopicPartition(OFFSETS_TOPIC, broker.groups.partition_of(group_id))
+    end = broker.replicas.hosted_log(tp).log_end_offset
+    timeout = broker.settings.offsets_commit_timeout_ms / 1000
+    return not await broker.replicas.wait_committed({tp: end}, timeout)
 
 
 async def offset_commit(broker: ApiContext, ctx: RequestContext, req: Request) -> dict[str, Any]:
@@ -47,15 +60,19 @@ async def offset_commit(broker: ApiContext, ctx: RequestContext, req: Request) -
                     )
                 )
     if entries:
-        errors.update(
-            broker.groups.commit_offsets(
-                b.group_id,
-                b.member_id if req.version >= 1 else "",
-                b.group_instance_id if req.version >= 7 else None,
-                b.generation_id_or_member_epoch if req.version >= 1 else -1,
-                entries,
-            )
+        written = broker.groups.commit_offsets(
+            b.group_id,
+            b.member_id if req.version >= 1 else "",
+            b.group_instance_id if req.version >= 7 else None,
+            b.generation_id_or_member_epoch if req.version >= 1 else -1,
+            entries,
         )
+        if ErrorCode.NONE in written.values() and not await _replicated(broker, b.group_id):
+            written = {
+                k: ErrorCode.COORDINATOR_NOT_AVAILABLE if e is ErrorCode.NONE else e
+                for k, e in written.items()
+            }
+        errors.update(written)
     return {
         "throttle_time_ms": 0,
         "topics": [
