@@ -28,6 +28,7 @@ import bisect
 import contextlib
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from spindle.broker.records.batch import (
@@ -97,6 +98,42 @@ def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
         view = view[written:]
 
 
+class _PackedIndex:
+    """The file bytes of an in-memory index, packed as entries arrive.
+
+    Between rebuilds an index only grows, so a flush packs just the entries added since the
+    previous flush instead of all of them: a 1 GiB segment holds ~260K entries, packing them
+    all costs ~0.1 s of Python, and flushes run under the partition lock (the mover's swap,
+    checkpoints), stalling every append meanwhile. :meth:`reset` when the list is rebuilt;
+    as a guard, a list that no longer holds the last packed entry in its place is repacked.
+    """
+
+    __slots__ = ("_count", "_last", "_pack", "_raw")
+
+    def __init__(self, pack: Callable[[tuple[int, int]], bytes]) -> None:
+        self._pack = pack
+        self._raw = bytearray()
+        self._count = 0
+        self._last: tuple[int, int] | None = None
+
+    def reset(self) -> None:
+        self._raw.clear()
+        self._count = 0
+        self._last = None
+
+    def raw(self, entries: list[tuple[int, int]]) -> bytes:
+        """The file content for ``entries``."""
+        n = self._count
+        if n > len(entries) or (n and entries[n - 1] != self._last):
+            self.reset()
+            n = 0
+        if len(entries) > n:
+            self._raw += b"".join(map(self._pack, entries[n:]))
+            self._count = len(entries)
+            self._last = entries[-1]
+        return bytes(self._raw)
+
+
 class Segment:
     """One ``.log``/``.index`` pair of a partition log (see module docstring)."""
 
@@ -118,6 +155,8 @@ class Segment:
         """Largest record timestamp so far; None = unknown until a scan (time index lost)."""
         self._max_timestamp_offset = -1
         self._time_index: list[tuple[int, int]] = []
+        self._packed_index = _PackedIndex(lambda e: _ENTRY.pack(e[0] - base_offset, e[1]))
+        self._packed_times = _PackedIndex(lambda e: _TIME_ENTRY.pack(e[0], e[1] - base_offset))
         self._read_fd: int | None = None
         self._index_dirty = False
 
@@ -203,6 +242,7 @@ class Segment:
             entries.append((offset, pos))
             last_offset, last_pos = offset, pos
         self._index = entries
+        self._packed_index.reset()
         self.next_offset = (entries[-1][0] + 1) if entries else self.base_offset
         return True
 
@@ -230,6 +270,7 @@ class Segment:
                 return
             entries.append((ts, offset))
         self._time_index = entries
+        self._packed_times.reset()
         self._max_timestamp, self._max_timestamp_offset = entries[-1] if entries else (-1, -1)
         for b in tail:
             if b.max_timestamp > self._max_timestamp:
@@ -241,6 +282,7 @@ class Segment:
             _, batches = self.scan(0, check_crc=False)
             self._max_timestamp, self._max_timestamp_offset = -1, -1
             self._time_index = []
+            self._packed_times.reset()
             since = self.index_interval_bytes
             for b in batches:
                 if b.max_timestamp > self._max_timestamp:
@@ -267,6 +309,8 @@ class Segment:
         end, batches = self.scan(start, check_crc=check_crc)
         self._index.clear()
         self._time_index.clear()
+        self._packed_index.reset()
+        self._packed_times.reset()
         self._bytes_since_index = 0
         self._max_timestamp = -1
         self._max_timestamp_offset = -1
@@ -353,7 +397,10 @@ class Segment:
 
     def adopt_copied(self, state: SegmentState) -> None:
         """After copying up to ``state.size``, take the source's offsets and index entries
-        (cutting anything a stopped copy left beyond that size)."""
+        (cutting anything a stopped copy left beyond that size). The packed index bytes stay
+        where they are still a prefix: the mover adopts ever longer snapshots of one source
+        segment (a new generation starts a new future segment); where not (a flush here added
+        a final time-index entry the source lacks), :class:`_PackedIndex` repacks."""
         if os.stat(self.log_path).st_size > state.size:
             os.truncate(self.log_path, state.size)
         self.size = state.size
@@ -381,13 +428,9 @@ class Segment:
         if self._max_timestamp is not None:
             self._maybe_time_entry()
         if self._index_dirty:
-            raw = b"".join(_ENTRY.pack(o - self.base_offset, p) for o, p in self._index)
-            _write_file(self.index_path, raw)
+            _write_file(self.index_path, self._packed_index.raw(self._index))
             if self._max_timestamp is not None:
-                times = b"".join(
-                    _TIME_ENTRY.pack(t, o - self.base_offset) for t, o in self._time_index
-                )
-                _write_file(self.time_index_path, times)
+                _write_file(self.time_index_path, self._packed_times.raw(self._time_index))
             self._index_dirty = False
         os.fsync(self._fd())
 

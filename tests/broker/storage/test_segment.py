@@ -64,3 +64,89 @@ def test_inconsistent_index_files_are_rebuilt_on_load(tmp_path: Path) -> None:
     loaded.flush()
     assert Path(tmp_path, f"{100:020d}.index").read_bytes() == expected
     loaded.close()
+
+
+def _index_files(path: Path) -> tuple[bytes, bytes]:
+    return (
+        Path(path, f"{100:020d}.index").read_bytes(),
+        Path(path, f"{100:020d}.timeindex").read_bytes(),
+    )
+
+
+def _rebuilt_index(seg: Segment, elsewhere: Path) -> bytes:
+    """The offset index a full re-validation of ``seg``'s log bytes writes."""
+    elsewhere.mkdir()
+    Path(elsewhere, f"{100:020d}.log").write_bytes(Path(seg.log_path).read_bytes())
+    rebuilt, _ = Segment.load(str(elsewhere), 100, index_interval_bytes=400, recover=True, now_ms=0)
+    rebuilt.close()
+    return _index_files(elsewhere)[0]
+
+
+def _assert_packed_from_scratch_alike(seg: Segment, path: Path) -> None:
+    """The files equal those of a flush that packs every entry again (the former way)."""
+    written = _index_files(path)
+    seg._packed_index.reset()
+    seg._packed_times.reset()
+    seg._index_dirty = True
+    seg.flush()
+    assert _index_files(path) == written
+
+
+def test_index_files_flushed_between_appends_and_truncations_match_a_full_rebuild(
+    tmp_path: Path,
+) -> None:
+    # Flushes pack only the entries added since the previous one; a truncation and appends of
+    # other sizes after it must still give the files a rebuild from the log bytes gives.
+    live = tmp_path / "live"
+    live.mkdir()
+    seg, _ = _segment_with_batches(live, 10, interval=400)
+    seg.flush()
+    offset = seg.next_offset
+    for i, width in enumerate([300, 20, 20, 900, 5]):
+        raw = build_batch([b"x" * width], base_offset=offset, timestamp_ms=2000 + i)
+        h = validate(raw)[0]
+        seg.append(raw, [(0, len(raw), h.last_offset, h.max_timestamp)])
+        offset = h.last_offset + 1
+        seg.flush()
+    assert _index_files(live)[0] == _rebuilt_index(seg, tmp_path / "r1")
+    _assert_packed_from_scratch_alike(seg, live)
+    seg.truncate_to_offset(111)
+    offset = seg.next_offset
+    for i, width in enumerate([700, 10, 450]):
+        raw = build_batch([b"y" * width, b"z"], base_offset=offset, timestamp_ms=3000 + i)
+        h = validate(raw)[0]
+        seg.append(raw, [(0, len(raw), h.last_offset, h.max_timestamp)])
+        offset = h.last_offset + 1
+    seg.flush()
+    assert _index_files(live)[0] == _rebuilt_index(seg, tmp_path / "r2")
+    _assert_packed_from_scratch_alike(seg, live)
+    seg.close()
+
+
+def test_a_copy_adopting_growing_snapshots_writes_the_sources_index_files(tmp_path: Path) -> None:
+    src_dir, dst_dir = tmp_path / "src", tmp_path / "dst"
+    src_dir.mkdir()
+    dst_dir.mkdir()
+    src, _ = _segment_with_batches(src_dir, 6, interval=400)
+    dst = Segment.create(str(dst_dir), 100, index_interval_bytes=400, created_ms=0)
+    fd = os.open(src.log_path, os.O_RDONLY)
+    try:
+        copied = 0
+        for more in (0, 7, 12):
+            offset = src.next_offset
+            for i in range(more):
+                raw = build_batch([b"m" * (40 * i + 1)], base_offset=offset, timestamp_ms=5000 + i)
+                h = validate(raw)[0]
+                src.append(raw, [(0, len(raw), h.last_offset, h.max_timestamp)])
+                offset = h.last_offset + 1
+            state = src.state()
+            dst.copy_from(fd, copied, state.size - copied)
+            copied = state.size
+            dst.adopt_copied(state)
+            dst.flush()
+    finally:
+        os.close(fd)
+    src.flush()
+    assert _index_files(dst_dir) == _index_files(src_dir)
+    src.close()
+    dst.close()
