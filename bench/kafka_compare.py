@@ -19,7 +19,9 @@ broker, with min, max and spread, and the ratio of the medians Spindle/Kafka (ta
 >= 1.2, consume >= 1.0, move >= 1.0, Spindle's spread <= 15%); the best rounds' ratio is
 context only. Beside them: each broker's peak resident set during each phase (``VmHWM`` of the
 process, reset per phase; Kafka's JVM runs with -Xms1g), the resident set after every round
-(steady, or growing), and the load average after every round (the machine may be shared).
+(steady, or growing), each broker's CPU seconds per phase (little moved by the machine's load,
+unlike wall time), and the load average after every round (the machine may be shared). Before
+each phase the page cache is synced (untimed), and the brokers take turns going first.
 
 Prints one line per round and broker and, last, one JSON line with every figure.
 
@@ -44,7 +46,18 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from steady import SPREAD_LIMIT, PeakRss, growth, load_average, rss_mb, summary, wide
+# bench/steady.py, found also under ``python -P`` (which does not put bench/ on the path).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from steady import (
+    SPREAD_LIMIT,
+    PeakRss,
+    cpu_seconds,
+    growth,
+    load_average,
+    rss_mb,
+    summary,
+    wide,
+)
 
 CACHE = Path(os.environ.get("SPINDLE_CACHE", Path.home() / ".cache" / "spindle"))
 KAFKA_VERSION_FILE = Path(__file__).resolve().parent.parent / "e2e" / "kafka-tools" / "pom.xml"
@@ -205,6 +218,12 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
+METRICS = ("produce_mb_s", "consume_mb_s", "move_mb_s")
+PHASES = ("produce", "consume", "move")
+TARGETS = {"produce_mb_s": 1.2, "consume_mb_s": 1.0, "move_mb_s": 1.0}
+"""Spindle/Kafka at the median (issue 17); Spindle's own spread must stay within 15%."""
+
+
 def measure(port: int, probe: PeakRss, *, topic: str, mb: int, partitions: int) -> dict[str, float]:
     """Produce, consume and move on one broker: MB/s for each (MB = 10^6 bytes) and the
     broker's peak resident set (MiB) during each."""
@@ -216,21 +235,26 @@ def measure(port: int, probe: PeakRss, *, topic: str, mb: int, partitions: int) 
         fut.result(60)
     count = mb * 1024 * 1024 // MSG_SIZE
     total_bytes = count * MSG_SIZE
-    with probe.phase() as produce_rss:
-        produce_s = _produce(bootstrap, topic, count, partitions)
-    with probe.phase() as consume_rss:
-        consume_s = _consume(bootstrap, topic, count + 1, partitions)
-    with probe.phase() as move_rss:
-        move_s, moved = move_all(port, topic, partitions)
-    return {
-        "produce_mb_s": total_bytes / produce_s / 1e6,
-        "consume_mb_s": total_bytes / consume_s / 1e6,
-        "move_mb_s": moved / move_s / 1e6 if move_s > 0 else 0.0,
-        "moved_bytes": float(moved),
-        "produce_peak_rss_mb": produce_rss[0],
-        "consume_peak_rss_mb": consume_rss[0],
-        "move_peak_rss_mb": move_rss[0],
-    }
+    out: dict[str, float] = {}
+    for phase in PHASES:
+        # Untimed: what earlier phases left dirty in the page cache (either broker's; Kafka
+        # never fsyncs, Spindle's mover does) is written back now, not inside this phase.
+        os.sync()
+        cpu = cpu_seconds(probe.pid)
+        with probe.phase() as peak:
+            if phase == "produce":
+                took = _produce(bootstrap, topic, count, partitions)
+                out["produce_mb_s"] = total_bytes / took / 1e6
+            elif phase == "consume":
+                took = _consume(bootstrap, topic, count + 1, partitions)
+                out["consume_mb_s"] = total_bytes / took / 1e6
+            else:
+                took, moved = move_all(port, topic, partitions)
+                out["move_mb_s"] = moved / took / 1e6 if took > 0 else 0.0
+                out["moved_bytes"] = float(moved)
+        out[f"{phase}_peak_rss_mb"] = peak[0]
+        out[f"{phase}_cpu_s"] = round(cpu_seconds(probe.pid) - cpu, 2)
+    return out
 
 
 def _produce(bootstrap: str, topic: str, count: int, partitions: int) -> float:
@@ -348,12 +372,6 @@ def move_all(port: int, topic: str, partitions: int) -> tuple[float, int]:
         admin.close()
 
 
-METRICS = ("produce_mb_s", "consume_mb_s", "move_mb_s")
-PHASES = ("produce", "consume", "move")
-TARGETS = {"produce_mb_s": 1.2, "consume_mb_s": 1.0, "move_mb_s": 1.0}
-"""Spindle/Kafka at the median (issue 17); Spindle's own spread must stay within 15%."""
-
-
 def run_rounds(
     args: argparse.Namespace, brokers: dict[str, tuple[int, PeakRss]]
 ) -> tuple[dict[str, list[dict[str, float]]], list[list[float]]]:
@@ -371,7 +389,9 @@ def run_rounds(
                 return rounds, loads
             print(f"wide spread in {sorted(set(spread))}: one more round", flush=True)
         label = "warmup" if counted < 0 else f"round {counted}"
-        for name, (port, probe) in brokers.items():
+        # Alternate who goes first, so that neither always runs after the other's phases.
+        order = list(brokers.items()) if r % 2 == 0 else list(reversed(brokers.items()))
+        for name, (port, probe) in order:
             got = measure(port, probe, topic=f"bench-{r}", mb=args.mb, partitions=args.partitions)
             got["rss_after_round_mb"] = round(rss_mb(probe.pid), 1)
             if counted >= 0:
@@ -426,6 +446,13 @@ def report(
         for phase in PHASES
     }
     out["peak_rss_mb"]["etcd_for_spindle_at_end"] = round(etcd_rss, 1)
+    out["broker_cpu_s"] = {
+        phase: {
+            name: summary([x[f"{phase}_cpu_s"] for x in rs], digits=2)
+            for name, rs in rounds.items()
+        }
+        for phase in PHASES
+    }
     out["rss_across_rounds"] = {
         name: growth([x["rss_after_round_mb"] for x in rs]) for name, rs in rounds.items()
     }

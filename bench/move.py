@@ -43,6 +43,9 @@ from typing import Any
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.records.batch import build_batch
 from spindle.broker.storage import Log, LogManager, StorageSettings
+
+# bench/steady.py, found also under ``python -P`` (which does not put bench/ on the path).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from steady import PeakRss, load_average, summary
 
 MB = 1_000_000

@@ -60,6 +60,14 @@ def _status_kb(pid: int, field: str) -> int:
     raise KeyError(f"{field} not in /proc/{pid}/status")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds ``pid`` has used so far (all its threads): what a phase
+    cost the broker, which the machine's load does not change much (its wall time it does)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mb(pid: int) -> float:
     """Resident set size of ``pid`` now, MiB."""
     return _status_kb(pid, "VmRSS") / 1024
