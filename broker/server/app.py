@@ -42,7 +42,7 @@ from .apis.groups import led_offsets_partitions
 from .authorizer import AllowAll, Authorizer
 from .compaction import CompactionScheduler
 from .config import BrokerSettings
-from .connection import serve_connection
+from .connection import READ_LIMIT_BYTES, serve_connection
 from .metrics import MetricsServer
 
 log = logging.getLogger(__name__)
@@ -115,7 +115,10 @@ class BrokerServer:
         )
         listener = s.listener_list[0]
         self._server = await asyncio.start_server(
-            self._on_connection, host=listener.host or "0.0.0.0", port=listener.port
+            self._on_connection,
+            host=listener.host or "0.0.0.0",
+            port=listener.port,
+            limit=READ_LIMIT_BYTES,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         adv = s.advertised_listener_list[0]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from kafka.protocol.consumer import (
+    FetchRequest,
     FetchResponse,
 )
 from kafka.protocol.metadata import (
@@ -21,6 +22,7 @@ from kafka.protocol.metadata import (
     MetadataResponse,
 )
 from kafka.protocol.producer import ProduceResponse
+from kafka.record.memory_records import MemoryRecords
 from spindle.broker.common.errors import ErrorCode
 from spindle.broker.records.batch import build_batch
 from spindle.broker.server.config import ConfigError, settings_from_properties
@@ -83,6 +85,38 @@ def test_pipelined_requests_are_answered_in_order(module_broker: Broker) -> None
             cls, version = (MetadataResponse, 12) if i % 2 else (ProduceResponse, 9)
             resp = wire.recv(cls, version)
             assert resp.header.correlation_id == 1000 + i
+
+
+def test_pipelined_megabyte_produces_and_a_mixed_fetch_arrive_whole(module_broker: Broker) -> None:
+    # Four ~0.9 MB produce requests sent at once exceed what a connection buffers (twice its
+    # 1 MiB read limit), so reading pauses and resumes between them; a fetch of two partitions
+    # then answers one from the file (sendfile) and one from memory in the same response.
+    big = [os.urandom(300_000) for _ in range(3)]
+    with Wire(module_broker.port) as wire:
+        create_topic(wire, "bulk", partitions=2)
+        frames = b"".join(
+            Wire.encode(produce_request("bulk", 0, big), corr=2000 + i) for i in range(4)
+        )
+        wire.send_raw(frames + Wire.encode(produce_request("bulk", 1, [b"small"]), corr=2004))
+        for i in range(5):
+            resp = wire.recv(ProduceResponse, 9)
+            assert resp.header.correlation_id == 2000 + i
+            part = resp.responses[0].partition_responses[0]
+            assert (part.error_code, part.base_offset) == (0, 3 * i if i < 4 else 0)
+        req = fetch_request("bulk", partition_max_bytes=8 << 20, max_bytes=16 << 20)
+        req.topics[0].partitions.append(
+            FetchRequest.FetchTopic.FetchPartition(
+                partition=1,
+                current_leader_epoch=-1,
+                fetch_offset=0,
+                last_fetched_epoch=-1,
+                log_start_offset=-1,
+                partition_max_bytes=8 << 20,
+            )
+        )
+        parts = wire.call(req, FetchResponse).responses[0].partitions
+        values = {p.partition_index: _values(p.records) for p in parts}
+        assert values == {0: big * 4, 1: [b"small"]}
 
 
 def test_oversized_frame_closes_only_that_connection(module_broker: Broker) -> None:
@@ -277,3 +311,11 @@ def test_idempotent_duplicates_are_dropped_across_a_restart(tmp_path: Path, etcd
             assert fetch_all_values(wire, "idem") == [b"a", b"b"] * 3
     finally:
         broker.stop()
+
+
+def _values(records: bytes) -> list[bytes]:
+    out: list[bytes] = []
+    batches = MemoryRecords(records)
+    while batches.has_next():
+        out += [r.value for r in batches.next_batch()]
+    return out
