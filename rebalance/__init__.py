@@ -8,7 +8,10 @@ One plan flows through these modules (``pipeline.make_plan`` runs them in order)
   ``prepare``       per-replica aggregates and candidate order (numpy) -- ``spark_job`` does
                     the same with Spark DataFrames for the real job
   ``bands``         the balance band ``[(2 - f) * mean, f * mean]`` every soft goal uses
-  ``core``          the sequential greedy over the replicas it moves: its phases in order
+  ``goals``         one module per goal (capacity, rack, broker bytes, disk bytes, replica and
+                    leader counts) behind one interface: scope, band, violations, figures,
+                    destination score, rows in the exact model
+  ``core``          the sequential greedy over the replicas it moves: ``STEPS``, its goals in order
   ``state``         ``PlannerState``: loads, counts, targets, ``apply`` and the move budget
   ``placement``     the destination search and source picking every phase shares
   ``byte_phases``   evacuation, rack fixes, capacity relief, broker and disk byte balance
@@ -16,7 +19,8 @@ One plan flows through these modules (``pipeline.make_plan`` runs them in order)
   ``propose``       the count phases' candidates in rounds ("the proposer proposes, the driver
                     disposes") -- ``propose_spark`` runs the same array code as Spark jobs
   ``exchange``      count moves that trade replicas between two brokers so bytes stay in band
-  ``exact``         the mixed-integer program (HiGHS) for small clusters the greedy falls short on
+  ``exact``         the mixed-integer program (HiGHS) for small clusters the greedy falls short on;
+                    the goals add their own rows to its ``Model``
   ``report``        reassignment JSON, balance figures, lower bounds, independent hard-rule check
   ``achievable``    which soft-goal bands the hard rules put out of reach (Offline-dir brokers,
                     racks), so the summary tells a planner shortfall from a real limit

@@ -32,11 +32,11 @@ from spindle.rebalance.goals import (
     DISK_BYTES,
     REPLICAS,
     SOFT_GOALS,
-    BrokerBytes,
     CountGoal,
     LeaderCount,
     ReplicaCount,
 )
+from spindle.rebalance.goals.broker_bytes import StartLoads
 from spindle.rebalance.goals.rack import hosting_racks, rack_limits
 from spindle.rebalance.model import ACTIVE, OFFLINE, Cluster, Goals
 from spindle.rebalance.scope import Scope
@@ -90,20 +90,9 @@ class _Reach:
 
     def __init__(self, cluster: Cluster, scope: Scope, goals: Goals) -> None:
         self.cluster, self.scope, self.goals = cluster, scope, goals
-        host = scope.hosting
-        self.total = total = cluster.dir_total.astype(np.float64)
-        n_b = cluster.n_brokers
-        d_b = cluster.dir_broker
-        rep_bytes = np.bincount(cluster.rep_dir, weights=cluster.rep_size, minlength=cluster.n_dirs)
-        self.load = load = np.where(host, rep_bytes + cluster.dir_external(), 0.0)
-        self.b_load = np.bincount(d_b, weights=load, minlength=n_b)
-        self.b_cap = b_cap = np.bincount(d_b, weights=total * host, minlength=n_b)
-        b_hard = np.bincount(d_b, weights=goals.capacity_threshold * total * host, minlength=n_b)
-        self.hb = b_cap > 0
-        self.stuck = stuck = (~host & ~scope.evacuate)[cluster.rep_dir]
-        placed = float(cluster.rep_size[~stuck].sum()) + float(cluster.dir_external()[host].sum())
-        mean = placed / float(b_cap.sum()) if b_cap.sum() else 0.0
-        self.lo_b, self.hi_b = BrokerBytes(goals).band(mean, b_cap, b_hard)
+        st = StartLoads.of(cluster, scope, goals)
+        self.total, self.load, self.b_load, self.b_cap = st.total, st.load, st.b_load, st.b_cap
+        self.hb, self.stuck, self.lo_b, self.hi_b = st.hb, st.stuck, st.lo_b, st.hi_b
         self.recv_b = _recv_b(cluster, scope)
         self.closed = self.hb & ~self.recv_b
         self.n_host = max(int(self.hb.sum()), 1)

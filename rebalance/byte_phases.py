@@ -118,65 +118,78 @@ def balance_broker_bytes(pl: Placer) -> None:
 def balance_disks(pl: Placer) -> None:
     """Inside each broker: directories above their band (or the capacity threshold) give to
     the emptiest directories; directories below their band take from the fullest."""
-    db = pl.g.disk_balance
     for b in range(pl.c.n_brokers):
         if not pl.s.intra_ok[b] or pl.a_cap[b] <= 0:
             _relieve_across(pl, b)
             _shed_blocked(pl, b)
             continue
         dirs = [int(d) for d in pl.dirs_of[b] if pl.hosting[d]]
-        stuck: set[int] = set()
-        while not pl.capped:
-            u = pl.a_load[b] / pl.a_cap[b]
-            hi = {d: pl._hi_one(d, u) for d in dirs}
-            excess = {d: pl.dir_load[d] - hi[d] for d in dirs if d not in stuck}
-            d = max(excess, key=lambda k: (excess[k] / pl.total[k], -k), default=-1)
-            if d < 0 or excess[d] <= 0:
-                break
-            lo = band_floor(db, u) * pl.total[d] if pl.active[d] else 0.0
+        _disks_give(pl, b, dirs)
+        _disks_take(pl, b, dirs)
+
+
+def _disks_give(pl: Placer, b: int, dirs: list[int]) -> None:
+    """Broker b's directories above their band give, the most out of band first: to the
+    emptiest directory of the broker, else (above the capacity threshold) anywhere."""
+    db = pl.g.disk_balance
+    stuck: set[int] = set()
+    while not pl.capped:
+        u = pl.a_load[b] / pl.a_cap[b]
+        hi = {d: pl._hi_one(d, u) for d in dirs}
+        excess = {d: pl.dir_load[d] - hi[d] for d in dirs if d not in stuck}
+        d = max(excess, key=lambda k: (excess[k] / pl.total[k], -k), default=-1)
+        if d < 0 or excess[d] <= 0:
+            break
+        lo = band_floor(db, u) * pl.total[d] if pl.active[d] else 0.0
+        r = pl.shed(
+            d,
+            float(excess[d]),
+            lambda r: pl.dest_intra(r, strict=True),
+            floor_room=float(pl.dir_load[d] - lo),
+        )
+        if r < 0 and pl.dir_load[d] > pl.hard[d] and pl.s.cross_ok:
             r = pl.shed(
                 d,
-                float(excess[d]),
-                lambda r: pl.dest_intra(r, strict=True),
-                floor_room=float(pl.dir_load[d] - lo),
+                float(pl.dir_load[d] - pl.hard[d]),
+                lambda r: pl.dest_cross(r, strict=False),
+                floor_room=float(pl.dir_load[d]),
             )
-            if r < 0 and pl.dir_load[d] > pl.hard[d] and pl.s.cross_ok:
-                r = pl.shed(
-                    d,
-                    float(pl.dir_load[d] - pl.hard[d]),
-                    lambda r: pl.dest_cross(r, strict=False),
-                    floor_room=float(pl.dir_load[d]),
-                )
-            if r < 0:
-                stuck.add(d)
-        stuck.clear()
-        while not pl.capped:
-            u = pl.a_load[b] / pl.a_cap[b]
-            deficit = {
-                d: band_floor(db, u) * pl.total[d] - pl.dir_load[d]
-                for d in dirs
-                if pl.recv[d] and d not in stuck
-            }
-            d = max(deficit, key=lambda k: (deficit[k] / pl.total[k], -k), default=-1)
-            if d < 0 or deficit[d] <= 0:
+        if r < 0:
+            stuck.add(d)
+
+
+def _disks_take(pl: Placer, b: int, dirs: list[int]) -> None:
+    """Broker b's receivable directories below their band take from its fullest ones, the
+    most out of band first."""
+    db = pl.g.disk_balance
+    stuck: set[int] = set()
+    while not pl.capped:
+        u = pl.a_load[b] / pl.a_cap[b]
+        deficit = {
+            d: band_floor(db, u) * pl.total[d] - pl.dir_load[d]
+            for d in dirs
+            if pl.recv[d] and d not in stuck
+        }
+        d = max(deficit, key=lambda k: (deficit[k] / pl.total[k], -k), default=-1)
+        if d < 0 or deficit[d] <= 0:
+            break
+        moved = -1
+        for donor in pl._fullest_dirs(b, {d}):
+            lo_donor = band_floor(db, u) * pl.total[donor] if pl.active[donor] else 0.0
+            slack = float(pl.dir_load[donor] - lo_donor)
+            if slack <= 0:
+                continue
+            room = min(slack, float(pl._hi_one(d, u) - pl.dir_load[d]))
+            moved = pl.shed(
+                donor,
+                min(float(deficit[d]), slack),
+                pl._into(d),
+                floor_room=room,
+            )
+            if moved >= 0:
                 break
-            moved = -1
-            for donor in pl._fullest_dirs(b, {d}):
-                lo_donor = band_floor(db, u) * pl.total[donor] if pl.active[donor] else 0.0
-                slack = float(pl.dir_load[donor] - lo_donor)
-                if slack <= 0:
-                    continue
-                room = min(slack, float(pl._hi_one(d, u) - pl.dir_load[d]))
-                moved = pl.shed(
-                    donor,
-                    min(float(deficit[d]), slack),
-                    pl._into(d),
-                    floor_room=room,
-                )
-                if moved >= 0:
-                    break
-            if moved < 0:
-                stuck.add(d)
+        if moved < 0:
+            stuck.add(d)
 
 
 def relieve_capacity(pl: Placer) -> None:

@@ -143,32 +143,8 @@ def _dispose(pl: Placer, batch: Proposals, *, leaders: bool, phase: str) -> int:
     changed (the giver still out of band and above its byte and directory floors, the
     taker still short and inside its bands, the partition rules) and try its proposed
     takers best first by the live score, placing it on the taker's best directory exactly
-    as ``_dest_count_move`` would. Returns how many moves were applied.
-
-    The figures read per proposal are mirrored in Python lists (a numpy scalar read costs
-    several times a list read) and refreshed for the two brokers and two directories each
-    applied move touches."""
-    goal = pl.leader_goal if leaders else pl.replica_goal
-    count, lo_c, hi_c = goal.of(pl)
-    denom = max(hi_c, 1)
-    excess = phase == "excess"
-    lo_k = band_floor(pl.g.disk_balance, 1.0)
-    db = pl.g.disk_balance
-    c_hi, l_hi, c_lo = pl.c_hi, pl.l_hi, pl.c_lo
-    by_brokers = pl.s.balance_brokers
-    cnt, reps, leads = count.tolist(), pl.b_reps.tolist(), pl.b_leaders.tolist()
-    load, a_load, dl = pl.b_load.tolist(), pl.a_load.tolist(), pl.dir_load.tolist()
-    b_hi, b_lo = pl.b_hi.tolist(), pl.b_lo.tolist()
-    cap, a_cap, a_cap_safe = (
-        pl._b_cap_safe.tolist(),
-        pl.a_cap.tolist(),
-        pl._a_cap_safe.tolist(),
-    )
-    lo_util, hard, total = pl._lo_util.tolist(), pl.hard.tolist(), pl.total.tolist()
-    active, recv = pl.active.tolist(), pl.recv.tolist()
-    if pl._dirs_of_l is None:
-        pl._dirs_of_l = [d.tolist() for d in pl.dirs_of]
-    dirs_of = pl._dirs_of_l
+    as ``_dest_count_move`` would. Returns how many moves were applied."""
+    m = _Mirrors(pl, leaders=leaders, excess=phase == "excess")
     if not len(batch):
         return 0
     rid = batch.rid.tolist()
@@ -177,29 +153,94 @@ def _dispose(pl: Placer, batch: Proposals, *, leaders: bool, phase: str) -> int:
     applied = 0
     for k in range(len(cuts) - 1):
         r = rid[cuts[k]]
-        if pl.moved[r]:
+        if pl.moved[r] or not m.may_give(r):
             continue
+        t, target = m.taker(r, tak[cuts[k] : cuts[k + 1]])
+        if target < 0:
+            continue
+        if not pl.budget_allows(r):
+            return applied
+        g, d0 = int(pl.cur_b[r]), int(pl.cur_d[r])
+        pl.apply(r, target)
+        applied += 1
+        m.refresh((g, t), (d0, target))
+    return applied
+
+
+class _Mirrors:
+    """The figures ``_dispose`` reads per proposal, mirrored in Python lists (a numpy scalar
+    read costs several times a list read) and refreshed for the two brokers and two
+    directories each applied move touches."""
+
+    def __init__(self, pl: Placer, *, leaders: bool, excess: bool) -> None:
+        self.pl, self.leaders, self.excess = pl, leaders, excess
+        goal = pl.leader_goal if leaders else pl.replica_goal
+        self.count, self.lo_c, self.hi_c = goal.of(pl)
+        self.denom = max(self.hi_c, 1)
+        self.lo_k = band_floor(pl.g.disk_balance, 1.0)
+        self.db = pl.g.disk_balance
+        self.by_brokers = pl.s.balance_brokers
+        self.cnt, self.reps, self.leads = (
+            self.count.tolist(),
+            pl.b_reps.tolist(),
+            pl.b_leaders.tolist(),
+        )
+        self.load, self.a_load, self.dl = (
+            pl.b_load.tolist(),
+            pl.a_load.tolist(),
+            pl.dir_load.tolist(),
+        )
+        self.b_hi, self.b_lo = pl.b_hi.tolist(), pl.b_lo.tolist()
+        self.cap, self.a_cap, self.a_cap_safe = (
+            pl._b_cap_safe.tolist(),
+            pl.a_cap.tolist(),
+            pl._a_cap_safe.tolist(),
+        )
+        self.lo_util, self.hard, self.total = (
+            pl._lo_util.tolist(),
+            pl.hard.tolist(),
+            pl.total.tolist(),
+        )
+        self.active, self.recv = pl.active.tolist(), pl.recv.tolist()
+        if pl._dirs_of_l is None:
+            pl._dirs_of_l = [d.tolist() for d in pl.dirs_of]
+        self.dirs_of = pl._dirs_of_l
+
+    def may_give(self, r: int) -> bool:
+        """Whether replica r's broker still gives: out of band (or above the floor, for
+        deficits), its replica count above the floor for a leader move, and r's leaving
+        keeps the broker above its byte floor and r's directory above its disk floor."""
+        pl, cnt, load, a_load = self.pl, self.cnt, self.load, self.a_load
         g = int(pl.cur_b[r])
-        if (cnt[g] <= hi_c) if excess else (cnt[g] - 1 < lo_c):
-            continue
-        if leaders and reps[g] - 1 < c_lo:
-            continue
+        if (cnt[g] <= self.hi_c) if self.excess else (cnt[g] - 1 < self.lo_c):
+            return False
+        if self.leaders and self.reps[g] - 1 < pl.c_lo:
+            return False
         s = float(pl.size_f[r])
-        if s > load[g] - b_lo[g]:
-            continue
+        if s > load[g] - self.b_lo[g]:
+            return False
         d0 = int(pl.cur_d[r])
-        if active[d0] and dl[d0] - s < lo_k / max(a_cap[g], 1.0) * (a_load[g] - s) * total[d0]:
-            continue
+        floor_k = self.lo_k / max(self.a_cap[g], 1.0)
+        return not (
+            self.active[d0] and self.dl[d0] - s < floor_k * (a_load[g] - s) * self.total[d0]
+        )
+
+    def taker(self, r: int, takers: list[int]) -> tuple[int, int]:
+        """The first of r's proposed takers, best first by the live score, with a directory
+        that may take r (``_dest_count_move``'s scalar checks and choice, on the mirrors):
+        (taker, directory), or (-1, -1)."""
+        pl, cnt, load, cap, denom = self.pl, self.cnt, self.load, self.cap, self.denom
+        s = float(pl.size_f[r])
         is_lead = bool(pl.lead[r])
-        takers = tak[cuts[k] : cuts[k + 1]]
-        if len(takers) > 1:
-            takers.sort(key=lambda t: (taker_score(cnt[t], denom, (load[t] + s) / cap[t]), t))
+        takers.sort(key=lambda t: (taker_score(cnt[t], denom, (load[t] + s) / cap[t]), t))
+        excess, lo_c, c_hi, l_hi = self.excess, self.lo_c, pl.c_hi, pl.l_hi
+        b_hi, reps, leads, a_load = self.b_hi, self.reps, self.leads, self.a_load
+        dl, hard, total, recv, db = self.dl, self.hard, self.total, self.recv, self.db
         for t in takers:
             if not excess and cnt[t] >= lo_c:
                 continue
             t0 = time.perf_counter()
             pl._dest_n += 1
-            # ``_dest_count_move``'s scalar checks and directory choice, on the mirrors.
             b_after = load[t] + s
             target = -1
             if (
@@ -208,12 +249,12 @@ def _dispose(pl: Placer, batch: Proposals, *, leaders: bool, phase: str) -> int:
                 and not (is_lead and leads[t] + 1 > l_hi)
                 and pl._may_join(r, t)
             ):
-                u = (a_load[t] + s) / a_cap_safe[t]
-                if by_brokers:
-                    u = max(u, lo_util[t])
+                u = (a_load[t] + s) / self.a_cap_safe[t]
+                if self.by_brokers:
+                    u = max(u, self.lo_util[t])
                 base = taker_score(cnt[t], denom, b_after / cap[t])
                 best = np.inf
-                for d in dirs_of[t]:
+                for d in self.dirs_of[t]:
                     if not recv[d] or not dl[d] <= hard[d] - s:
                         continue
                     after = dl[d] + s
@@ -223,23 +264,21 @@ def _dispose(pl: Placer, batch: Proposals, *, leaders: bool, phase: str) -> int:
                     if score < best:
                         target, best = d, score
             pl._dest_s += time.perf_counter() - t0
-            if target < 0:
-                continue
-            if not pl.budget_allows(r):
-                return applied
-            pl.apply(r, target)
-            applied += 1
-            for b in (g, t):
-                cnt[b], reps[b], leads[b] = (
-                    int(count[b]),
-                    int(pl.b_reps[b]),
-                    int(pl.b_leaders[b]),
-                )
-                load[b], a_load[b] = float(pl.b_load[b]), float(pl.a_load[b])
-            for d in (d0, target):
-                dl[d] = float(pl.dir_load[d])
-            break
-    return applied
+            if target >= 0:
+                return t, target
+        return -1, -1
+
+    def refresh(self, brokers: tuple[int, int], dirs: tuple[int, int]) -> None:
+        pl = self.pl
+        for b in brokers:
+            self.cnt[b], self.reps[b], self.leads[b] = (
+                int(self.count[b]),
+                int(pl.b_reps[b]),
+                int(pl.b_leaders[b]),
+            )
+            self.load[b], self.a_load[b] = float(pl.b_load[b]), float(pl.a_load[b])
+        for d in dirs:
+            self.dl[d] = float(pl.dir_load[d])
 
 
 def _balance_counts_stepwise(pl: Placer, *, leaders: bool) -> None:
@@ -248,20 +287,7 @@ def _balance_counts_stepwise(pl: Placer, *, leaders: bool) -> None:
     goal = pl.leader_goal if leaders else pl.replica_goal
     count, lo_c, hi_c = goal.of(pl)
     recv_b = pl.recv_broker()
-    # Candidates per broker, smallest first: one sort per phase, moved ones skipped later.
-    pick = ~pl.moved & pl.hosting[pl.cur_d]
-    if leaders:
-        pick &= pl.lead
-    # Unmoved replicas are where the snapshot put them, so one sort of the snapshot by
-    # (broker, size, index) serves every phase: filtering it keeps the order.
-    if pl._by_broker is None:
-        c = pl.c
-        pl._by_broker = np.lexsort((np.arange(c.n_replicas), pl.size, c.rep_broker))
-    cand = pl._by_broker[pick[pl._by_broker]]
-    starts = np.searchsorted(pl.cur_b[cand], np.arange(pl.c.n_brokers + 1))
-    pl._small = (cand, starts)
-    pl._small_list = cand.tolist()
-    pl._small_ptr = starts.tolist()  # first candidate of each broker not yet moved
+    _index_small(pl, leaders=leaders)
     stuck: set[int] = set()
     reshaped: dict[int, int] = {}
     for phase in ("excess", "deficit"):
@@ -278,25 +304,7 @@ def _balance_counts_stepwise(pl: Placer, *, leaders: bool) -> None:
             if phase == "excess":
                 ok = _give_small(pl, b, goal, only_broker=-1, leaders=leaders)
             else:
-                ok = False
-                # Donors: most replicas first, among brokers with byte room to give one.
-                donors: list[int] = []
-                for donor in np.argsort(-count, kind="stable").tolist():
-                    if count[donor] - 1 < lo_c or len(donors) == 6:
-                        break
-                    smallest = pl._smallest_left(donor)
-                    if donor != b and 0 < smallest <= pl.b_load[donor] - pl.b_lo[donor]:
-                        donors.append(donor)
-                if pl.b_hi[b] - pl.b_load[b] < 1e-3 * pl.b_cap[b]:
-                    donors = []  # byte-full: make room first (below)
-                for donor in donors:
-                    if count[donor] - 1 < lo_c:
-                        break
-                    if donor == b:
-                        continue
-                    if _give_small(pl, donor, goal, only_broker=b, leaders=leaders, tries=TRIES):
-                        ok = True
-                        break
+                ok = _take_small(pl, b, goal, leaders=leaders)
             if not ok and reshaped.get(b, 0) < 16 + int(over[b]) // 4 and pl.s.balance_brokers:
                 # Byte-bound: a broker at the bottom of its byte band cannot give, one at
                 # the top cannot take. One larger replica in (or out) makes room for many
@@ -305,6 +313,47 @@ def _balance_counts_stepwise(pl: Placer, *, leaders: bool) -> None:
                 ok = _refill(pl, b, count, lo_c) if phase == "excess" else _vent(pl, b)
             if not ok:
                 stuck.add(b)
+
+
+def _index_small(pl: Placer, *, leaders: bool) -> None:
+    """Candidates per broker, smallest first (leaders only, for leader counts): one sort per
+    phase, moved ones skipped later (``_first_small``)."""
+    pick = ~pl.moved & pl.hosting[pl.cur_d]
+    if leaders:
+        pick &= pl.lead
+    # Unmoved replicas are where the snapshot put them, so one sort of the snapshot by
+    # (broker, size, index) serves every phase: filtering it keeps the order.
+    if pl._by_broker is None:
+        c = pl.c
+        pl._by_broker = np.lexsort((np.arange(c.n_replicas), pl.size, c.rep_broker))
+    cand = pl._by_broker[pick[pl._by_broker]]
+    starts = np.searchsorted(pl.cur_b[cand], np.arange(pl.c.n_brokers + 1))
+    pl._small = (cand, starts)
+    pl._small_list = cand.tolist()
+    pl._small_ptr = starts.tolist()  # first candidate of each broker not yet moved
+
+
+def _take_small(pl: Placer, b: int, goal: CountGoal, *, leaders: bool) -> bool:
+    """Broker b, below the band, takes one small replica from one of the (up to six) brokers
+    with the most, among those with byte room to give one."""
+    count, lo_c, _ = goal.of(pl)
+    donors: list[int] = []
+    for donor in np.argsort(-count, kind="stable").tolist():
+        if count[donor] - 1 < lo_c or len(donors) == 6:
+            break
+        smallest = pl._smallest_left(donor)
+        if donor != b and 0 < smallest <= pl.b_load[donor] - pl.b_lo[donor]:
+            donors.append(donor)
+    if pl.b_hi[b] - pl.b_load[b] < 1e-3 * pl.b_cap[b]:
+        return False  # byte-full: make room first (the caller reshapes)
+    for donor in donors:
+        if count[donor] - 1 < lo_c:
+            break
+        if donor == b:
+            continue
+        if _give_small(pl, donor, goal, only_broker=b, leaders=leaders, tries=TRIES):
+            return True
+    return False
 
 
 def _refill(pl: Placer, b: int, count: np.ndarray, lo_c: int) -> bool:
@@ -381,40 +430,49 @@ def reorder_leaders(pl: Placer) -> None:
     """Zero-byte leader balance (opt-in): a broker above the leader band hands leadership
     of a partition to a follower on a broker below it, and a broker below the band takes
     leadership from the most-leading broker among its partitions' leaders."""
-    part_start = pl._part_start
     for phase in ("excess", "deficit"):
-        order = np.argsort(-pl.b_leaders if phase == "excess" else pl.b_leaders)
+        excess = phase == "excess"
+        order = np.argsort(-pl.b_leaders if excess else pl.b_leaders)
         for b in order.tolist():
-            if not pl.host_b[b]:
+            if not pl.host_b[b] or _leaders_in_band(pl, b, excess=excess):
                 continue
-            if phase == "excess" and pl.b_leaders[b] <= pl.l_hi:
-                continue
-            if phase == "deficit" and pl.b_leaders[b] >= pl.l_lo:
-                continue
-            want_lead = phase == "deficit"
+            want_lead = not excess
             mine = np.flatnonzero((pl.cur_b == b) & (pl.lead != want_lead) & pl.hosting[pl.cur_d])
             for r in mine.tolist():
-                if phase == "excess" and pl.b_leaders[b] <= pl.l_hi:
+                if _leaders_in_band(pl, b, excess=excess):
                     break
-                if phase == "deficit" and pl.b_leaders[b] >= pl.l_lo:
-                    break
-                p = pl._rep_part[r]
-                best, best_key = -1, 0
-                for r2 in range(part_start[p], part_start[p + 1]):
-                    if r2 == r or not pl.hosting[pl.cur_d[r2]]:
-                        continue
-                    b2 = int(pl.cur_b[r2])
-                    if phase == "excess":
-                        ok = not pl.lead[r2] and pl.b_leaders[b2] + 1 <= pl.l_hi
-                        key = -int(pl.b_leaders[b2])
-                    else:
-                        ok = bool(pl.lead[r2]) and pl.b_leaders[b2] - 1 >= pl.l_lo
-                        key = int(pl.b_leaders[b2])
-                    if ok and (best < 0 or key > best_key):
-                        best, best_key = r2, key
+                best = _lead_partner(pl, r, excess=excess)
                 if best < 0:
                     continue
-                giver, taker = (r, best) if phase == "excess" else (best, r)
+                giver, taker = (r, best) if excess else (best, r)
                 pl.lead[giver], pl.lead[taker] = False, True
                 pl.b_leaders[int(pl.cur_b[giver])] -= 1
                 pl.b_leaders[int(pl.cur_b[taker])] += 1
+
+
+def _leaders_in_band(pl: Placer, b: int, *, excess: bool) -> bool:
+    """Broker b is not above the leader band (excess phase) or not below it (deficit)."""
+    if excess:
+        return bool(pl.b_leaders[b] <= pl.l_hi)
+    return bool(pl.b_leaders[b] >= pl.l_lo)
+
+
+def _lead_partner(pl: Placer, r: int, *, excess: bool) -> int:
+    """The replica of r's partition to trade leadership with: in the excess phase a
+    follower on the broker with the fewest leaders that may take one more, in the deficit
+    phase the leader on the broker with the most that may lose one; -1 if none."""
+    p = pl._rep_part[r]
+    best, best_key = -1, 0
+    for r2 in range(pl._part_start[p], pl._part_start[p + 1]):
+        if r2 == r or not pl.hosting[pl.cur_d[r2]]:
+            continue
+        b2 = int(pl.cur_b[r2])
+        if excess:
+            ok = not pl.lead[r2] and pl.b_leaders[b2] + 1 <= pl.l_hi
+            key = -int(pl.b_leaders[b2])
+        else:
+            ok = bool(pl.lead[r2]) and pl.b_leaders[b2] - 1 >= pl.l_lo
+            key = int(pl.b_leaders[b2])
+        if ok and (best < 0 or key > best_key):
+            best, best_key = r2, key
+    return best

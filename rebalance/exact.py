@@ -180,31 +180,16 @@ class Model:
         self.stuck = np.zeros(c.n_replicas, bool)
         for r in range(c.n_replicas):
             d0 = int(rep_dir0[r])
-            b0 = int(d_b[d0])
             if not scope.hosting[d0] and not scope.evacuate[d0]:
                 self.stuck[r] = True
                 continue
             if not scope.evacuate[d0]:
                 col_r.append(r)
                 col_d.append(d0)
-            if not may_move[r]:
-                continue
-            same_ok = bool(scope.intra_ok[b0]) and not bool(scope.must_leave_broker[d0])
-            p = int(c.rep_part[r])
-            siblings = set(c.rep_broker[c.part_start[p] : c.part_start[p + 1]].tolist())
-            for d in recv:
-                if d == d0:
-                    continue
-                if d_b[d] == b0:
-                    if not same_ok:
-                        continue
-                elif not scope.cross_ok or (not onto_holders and int(d_b[d]) in siblings):
-                    # Kafka names replicas by broker: a replica "moving" onto a broker that
-                    # holds the partition already is a reorder of the list (a new preferred
-                    # leader), not a move, and the order is kept unless leader balance is asked.
-                    continue
-                col_r.append(r)
-                col_d.append(d)
+            if may_move[r]:
+                for d in self._destinations(r, recv, onto_holders=onto_holders):
+                    col_r.append(r)
+                    col_d.append(d)
         self.col_r, self.col_d = col_r, col_d
         self.n_x = len(col_r)
         self.xr = np.asarray(col_r, np.int64)
@@ -219,6 +204,29 @@ class Model:
         self.by_d: list[list[int]] = [[] for _ in range(c.n_dirs)]
         for j, d in enumerate(col_d):
             self.by_d[d].append(j)
+
+    def _destinations(self, r: int, recv: list[int], *, onto_holders: bool) -> list[int]:
+        """The receivable dirs replica r may move to in this mode, in index order."""
+        c, scope, d_b = self.cluster, self.scope, self.cluster.dir_broker
+        d0 = int(c.rep_dir[r])
+        b0 = int(d_b[d0])
+        same_ok = bool(scope.intra_ok[b0]) and not bool(scope.must_leave_broker[d0])
+        p = int(c.rep_part[r])
+        siblings = set(c.rep_broker[c.part_start[p] : c.part_start[p + 1]].tolist())
+        out: list[int] = []
+        for d in recv:
+            if d == d0:
+                continue
+            if d_b[d] == b0:
+                if not same_ok:
+                    continue
+            elif not scope.cross_ok or (not onto_holders and int(d_b[d]) in siblings):
+                # Kafka names replicas by broker: a replica "moving" onto a broker that holds
+                # the partition already is a reorder of the list (a new preferred leader),
+                # not a move, and the order is kept unless leader balance is asked for.
+                continue
+            out.append(d)
+        return out
 
     # ------------------------------------------------------------ what goals build with
 

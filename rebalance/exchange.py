@@ -35,6 +35,7 @@ searches (each exchange lowers that violation; a failed search parks its offende
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -55,6 +56,41 @@ PARTNERS = 6
 CHUNK = 1024
 #: Relative tolerance when comparing a band distance with the one before.
 EPS = 1e-9
+
+
+_EMPTY = np.zeros(0)
+
+
+@dataclass(kw_only=True)
+class _Grid:
+    """One exchange search's candidates between A and B: out-sets of A (``o1`` and, for
+    pairs, ``o2``; -1: none) and in-replicas of B (``ins``; -1 first: none), their sizes,
+    count classes, current directories, and each side's emptiest receivable dir. The cells
+    the count table and destinations allow (out-set ``po``, in-replica ``pi``) with their
+    fall and bytes are filled in once known."""
+
+    o1: np.ndarray
+    o2: np.ndarray
+    ins: np.ndarray
+    has2: np.ndarray
+    hasi: np.ndarray
+    s1: np.ndarray
+    s2: np.ndarray
+    si: np.ndarray
+    oc: np.ndarray
+    ic: np.ndarray
+    d1: np.ndarray
+    d2: np.ndarray
+    di: np.ndarray
+    e_a: int
+    e_b: int
+    r_d1: np.ndarray = field(default_factory=lambda: _EMPTY)
+    r_di: np.ndarray = field(default_factory=lambda: _EMPTY)
+    v_any: np.ndarray = field(default_factory=lambda: _EMPTY)
+    po: np.ndarray = field(default_factory=lambda: _EMPTY)
+    pi: np.ndarray = field(default_factory=lambda: _EMPTY)
+    c_fall: np.ndarray = field(default_factory=lambda: _EMPTY)
+    c_bytes: np.ndarray = field(default_factory=lambda: _EMPTY)
 
 
 def exchange_counts(pl: Planner) -> int:
@@ -274,13 +310,35 @@ class _Exchanger:
         (largest fall, fewest bytes, variant, cell), in pieces, stopping at the first that
         passes. Sorting every candidate measured most of a mid-size plan's time; the first
         piece nearly always holds the winner."""
-        pl = self.pl
+        del goal  # the table already holds the fall of the goal worked on
         if not self.recv_b[b]:
             return None
+        gr = self._grid(a, b)
+        ok_t, fall_t = table
+        if gr is None or not ok_t.any():
+            return None
+        cell_ok = ok_t[gr.oc[:, None], gr.ic[None, :]] & gr.v_any
+        cell = np.flatnonzero(cell_ok)
+        if len(cell) == 0:
+            return None
+        n_in = len(gr.ins)
+        gr.po, gr.pi = cell // n_in, cell % n_in
+        gr.c_fall = fall_t[gr.oc[gr.po], gr.ic[gr.pi]]
+        gr.c_bytes = gr.s1[gr.po] + gr.s2[gr.po] + gr.si[gr.pi]
+        for piece in _pieces(-gr.c_fall, gr.c_bytes):
+            found = self._search_piece(a, b, gr, piece)
+            if found is not None:
+                return found
+        return None
+
+    def _grid(self, a: int, b: int) -> _Grid | None:
+        """The out-sets of A (singles, then pairs of the POOL2 smallest: three moves, so not
+        under caps), B's in-replicas (none first), their sizes, count classes and destination
+        variants; None when A has nothing to give."""
+        pl = self.pl
         out_pool = self._pool(a, b)
         in_pool = self._pool(b, a) if self.recv_b[a] else np.zeros(0, np.int64)
         caps = pl.req.max_moves is not None or pl.req.max_bytes is not None
-        # Out-sets: singles, then pairs of the POOL2 smallest (three moves: not under caps).
         o1 = out_pool
         o2 = np.full(len(o1), -1)
         if not caps and len(out_pool) > 1:
@@ -291,89 +349,102 @@ class _Exchanger:
         if len(o1) == 0:
             return None
         ins = np.concatenate([[-1], in_pool]).astype(np.int64)
-        n_in = len(ins)
         s = pl.size_f
         has2, hasi = o2 >= 0, ins >= 0
         q2, qi = np.maximum(o2, 0), np.maximum(ins, 0)
-        s1 = s[o1]
-        s2 = np.where(has2, s[q2], 0.0)
-        si = np.where(hasi, s[qi], 0.0)
         # Count classes: out-set (replicas - 1) * 3 + leaders; in-replica none/follower/leader.
         l_o = pl.lead[o1].astype(np.int64) + (has2 & pl.lead[q2])
-        oc = has2.astype(np.int64) * 3 + l_o
-        ic = hasi.astype(np.int64) + (hasi & pl.lead[qi])
-        ok_t, fall_t = table
-        if not ok_t.any():
-            return None
-
+        gr = _Grid(
+            o1=o1,
+            o2=o2,
+            ins=ins,
+            has2=has2,
+            hasi=hasi,
+            s1=s[o1],
+            s2=np.where(has2, s[q2], 0.0),
+            si=np.where(hasi, s[qi], 0.0),
+            oc=has2.astype(np.int64) * 3 + l_o,
+            ic=hasi.astype(np.int64) + (hasi & pl.lead[qi]),
+            d1=pl.cur_d[o1],
+            d2=np.where(has2, pl.cur_d[q2], -1),
+            di=np.where(hasi, pl.cur_d[qi], -1),
+            e_a=self._emptiest(a),
+            e_b=self._emptiest(b),
+        )
         # Destinations: on B, the in-replica's dir or B's emptiest receivable dir; on A, the
         # first out-replica's dir or A's emptiest receivable dir. Variants in order:
         # (A: own dir, B: own dir), (own, emptiest), (emptiest, own), (emptiest, emptiest); a
         # plain move (no in-replica) has only B's dir to choose.
-        e_b = self._emptiest(b)
-        e_a = self._emptiest(a)
-        eb_ok, ea_ok = e_b >= 0, e_a >= 0
-        d1 = pl.cur_d[o1]
-        di = np.where(hasi, pl.cur_d[qi], -1)
-        r_d1 = pl.recv[d1]
-        r_di = hasi & pl.recv[np.maximum(di, 0)]
+        gr.r_d1 = pl.recv[gr.d1]
+        gr.r_di = hasi & pl.recv[np.maximum(gr.di, 0)]
+        eb_ok, ea_ok, r_d1, r_di = gr.e_b >= 0, gr.e_a >= 0, gr.r_d1, gr.r_di
         v_any = (r_di[None, :] & r_d1[:, None]) | (eb_ok & (~hasi[None, :] | r_d1[:, None]))
         v_any |= r_di[None, :] & ea_ok
         v_any |= hasi[None, :] & (eb_ok & ea_ok)
-        cell_ok = ok_t[oc[:, None], ic[None, :]] & v_any
-        cell = np.flatnonzero(cell_ok)
-        if len(cell) == 0:
-            return None
-        po, pi = cell // n_in, cell % n_in
-        c_fall = fall_t[oc[po], ic[pi]]
-        c_bytes = s1[po] + s2[po] + si[pi]
-        dirs_a, dirs_b = pl.dirs_of[a], pl.dirs_of[b]
-        d2 = np.where(has2, pl.cur_d[q2], -1)
-        for piece in _pieces(-c_fall, c_bytes):
-            # Byte bands, then the piece (whole groups of equal fall and bytes) expanded into
-            # its destination variants, in the order (fall, bytes, variant, cell).
-            o, n = po[piece], pi[piece]
-            delta = si[n] - s1[o] - s2[o]  # change of A's bytes
-            piece = piece[self._bband(a, delta) & self._bband(b, -delta)]
-            o, n = po[piece], pi[piece]
-            hi_ = hasi[n]
-            v_ok = np.stack(
-                (
-                    r_di[n] & r_d1[o],
-                    eb_ok & (~hi_ | r_d1[o]),
-                    r_di[n] & ea_ok,
-                    hi_ & (eb_ok & ea_ok),
-                )
+        gr.v_any = v_any
+        return gr
+
+    def _search_piece(
+        self, a: int, b: int, gr: _Grid, piece: np.ndarray
+    ) -> tuple[float, float, list[tuple[int, int]]] | None:
+        """Byte bands, then the piece (whole groups of equal fall and bytes) expanded into its
+        destination variants, checked in the order (fall, bytes, variant, cell) in chunks."""
+        po, pi, hasi = gr.po, gr.pi, gr.hasi
+        o, n = po[piece], pi[piece]
+        delta = gr.si[n] - gr.s1[o] - gr.s2[o]  # change of A's bytes
+        piece = piece[self._bband(a, delta) & self._bband(b, -delta)]
+        o, n = po[piece], pi[piece]
+        hi_ = hasi[n]
+        eb_ok, ea_ok = gr.e_b >= 0, gr.e_a >= 0
+        v_ok = np.stack(
+            (
+                gr.r_di[n] & gr.r_d1[o],
+                eb_ok & (~hi_ | gr.r_d1[o]),
+                gr.r_di[n] & ea_ok,
+                hi_ & (eb_ok & ea_ok),
             )
-            vv, kk = np.nonzero(v_ok)
-            k = piece[kk]
-            order = np.lexsort((k, vv, c_bytes[k], -c_fall[k]))
-            vv, k = vv[order], k[order]
-            for at in range(0, len(k), CHUNK):
-                kc, vc = k[at : at + CHUNK], vv[at : at + CHUNK]
-                o, n = po[kc], pi[kc]
-                ka = np.where(vc < 2, np.where(hasi[n], d1[o], -1), e_a)
-                kb = np.where(vc % 2 == 0, di[n], e_b)
-                da = -((d1[o, None] == dirs_a[None, :]) * s1[o, None])
-                da = da - (d2[o, None] == dirs_a[None, :]) * s2[o, None]
-                da = da + (ka[:, None] == dirs_a[None, :]) * si[n, None]
-                dbm = (kb[:, None] == dirs_b[None, :]) * (s1[o] + s2[o])[:, None]
-                dbm = dbm - (di[n, None] == dirs_b[None, :]) * si[n, None]
-                got_a = ka[:, None] == dirs_a[None, :]
-                got_b = kb[:, None] == dirs_b[None, :]
-                good = self._dirs_ok(dirs_a, da, got_a) & self._dirs_ok(dirs_b, dbm, got_b)
-                hit = np.flatnonzero(good)
-                if len(hit):
-                    h = int(hit[0])
-                    r = int(kc[h])
-                    ro, rn = int(po[r]), int(pi[r])
-                    moves = [(int(o1[ro]), int(kb[h]))]
-                    if has2[ro]:
-                        moves.append((int(o2[ro]), int(kb[h])))
-                    if hasi[rn]:
-                        moves.append((int(ins[rn]), int(ka[h])))
-                    return (-float(c_fall[r]), float(c_bytes[r]), moves)
+        )
+        vv, kk = np.nonzero(v_ok)
+        k = piece[kk]
+        order = np.lexsort((k, vv, gr.c_bytes[k], -gr.c_fall[k]))
+        vv, k = vv[order], k[order]
+        for at in range(0, len(k), CHUNK):
+            found = self._check_chunk(a, b, gr, k[at : at + CHUNK], vv[at : at + CHUNK])
+            if found is not None:
+                return found
         return None
+
+    def _check_chunk(
+        self, a: int, b: int, gr: _Grid, kc: np.ndarray, vc: np.ndarray
+    ) -> tuple[float, float, list[tuple[int, int]]] | None:
+        """The directory check of candidates ``kc`` with variants ``vc``: the first that
+        passes, as the exchange's (-fall, bytes, moves), or None."""
+        pl = self.pl
+        dirs_a, dirs_b = pl.dirs_of[a], pl.dirs_of[b]
+        s1, s2, si, d1, d2, di = gr.s1, gr.s2, gr.si, gr.d1, gr.d2, gr.di
+        o, n = gr.po[kc], gr.pi[kc]
+        ka = np.where(vc < 2, np.where(gr.hasi[n], d1[o], -1), gr.e_a)
+        kb = np.where(vc % 2 == 0, di[n], gr.e_b)
+        da = -((d1[o, None] == dirs_a[None, :]) * s1[o, None])
+        da = da - (d2[o, None] == dirs_a[None, :]) * s2[o, None]
+        da = da + (ka[:, None] == dirs_a[None, :]) * si[n, None]
+        dbm = (kb[:, None] == dirs_b[None, :]) * (s1[o] + s2[o])[:, None]
+        dbm = dbm - (di[n, None] == dirs_b[None, :]) * si[n, None]
+        got_a = ka[:, None] == dirs_a[None, :]
+        got_b = kb[:, None] == dirs_b[None, :]
+        good = self._dirs_ok(dirs_a, da, got_a) & self._dirs_ok(dirs_b, dbm, got_b)
+        hit = np.flatnonzero(good)
+        if not len(hit):
+            return None
+        h = int(hit[0])
+        r = int(kc[h])
+        ro, rn = int(gr.po[r]), int(gr.pi[r])
+        moves = [(int(gr.o1[ro]), int(kb[h]))]
+        if gr.has2[ro]:
+            moves.append((int(gr.o2[ro]), int(kb[h])))
+        if gr.hasi[rn]:
+            moves.append((int(gr.ins[rn]), int(ka[h])))
+        return (-float(gr.c_fall[r]), float(gr.c_bytes[r]), moves)
 
     def _emptiest(self, b: int) -> int:
         """Broker b's receivable dir with the lowest utilisation, or -1."""

@@ -47,81 +47,17 @@ def generate(shape: Shape) -> Cluster:
     n_racks = max(1, min(shape.racks, n_b))
     broker_ids = np.arange(1, n_b + 1, dtype=np.int64)
     broker_rack = (np.arange(n_b) % n_racks).astype(np.int32)
-
-    n_parts = max(1, shape.replicas // rf)
-    n_topics = max(1, n_parts // 24)
-    ranks = rng.permutation(n_topics) + 1
-    topic_bytes = 1.0 / ranks**shape.zipf
-    hot = np.argsort(ranks)[: shape.hot_topics]
-    topic_bytes[hot] *= shape.hot_factor
-    # Big topics get more partitions (operators size them so), but less than proportionally.
-    weights = topic_bytes**0.6 * rng.lognormal(0.0, 0.3, n_topics)
-    per_topic = np.maximum(1, np.round(weights * n_parts / weights.sum())).astype(np.int64)
-    per_topic[-1] = max(1, per_topic[-1] + n_parts - int(per_topic.sum()))
-    while per_topic.sum() > n_parts and per_topic.max() > 1:
-        per_topic[int(np.argmax(per_topic))] -= 1
-    n_parts = int(per_topic.sum())
-    topic_of = np.repeat(np.arange(n_topics), per_topic)
-    part_num = np.concatenate([np.arange(k) for k in per_topic]).astype(np.int64)
-
-    part_bytes = topic_bytes[topic_of] / per_topic[topic_of]
-    part_bytes *= rng.lognormal(0.0, 0.5, n_parts)
-
-    # Kafka-style placement: brokers interleaved by rack, round robin per topic from a random
-    # start, followers shifted; recently added brokers get nothing.
-    old = max(rf, n_b - shape.new_brokers)
-    by_rack = [[b for b in range(old) if b % n_racks == r] for r in range(n_racks)]
-    seq: list[int] = []
-    while any(by_rack):  # r0, r1, r2, r0, r1, r2, ...
-        for lst in by_rack:
-            if lst:
-                seq.append(lst.pop(0))
-    ring = np.asarray(seq, np.int64)
-    starts = rng.integers(0, old, n_topics)
-    first = (starts[topic_of] + part_num) % old
-    spread = max(old // n_racks, 1)
-    shift = (part_num // old) % spread
-    pos = np.empty((n_parts, rf), np.int64)
-    pos[:, 0] = first
-    for j in range(1, rf):
-        pos[:, j] = (first + j + n_racks * shift) % old
-    brokers = ring[pos]
-    _repair(brokers, broker_rack, n_racks, old, rng)
-
-    # Directory: Kafka puts a new replica on the broker's directory with fewest partitions.
+    n_topics, topic_of, part_num, part_bytes = _topics(shape, rng, max(1, shape.replicas // rf))
+    n_parts = len(topic_of)
+    brokers = _kafka_brokers(shape, rng, n_topics, topic_of, part_num, broker_rack, rf)
     flat_b = brokers.reshape(-1)
-    order = np.argsort(flat_b, kind="stable")
-    counts = np.bincount(flat_b, minlength=n_b)
-    starts_b = np.zeros(n_b + 1, np.int64)
-    np.cumsum(counts, out=starts_b[1:])
-    rank = np.empty(len(flat_b), np.int64)
-    rank[order] = np.arange(len(flat_b)) - starts_b[flat_b[order]]
-    local_dir = rank % shape.disks
-    flat_dir = flat_b * shape.disks + local_dir
-
+    flat_dir = _kafka_dirs(flat_b, n_b, shape.disks)
     n_d = n_b * shape.disks
-    rel = rng.choice(np.asarray(shape.disk_sizes), n_d)
-    rep_bytes = np.repeat(part_bytes, rf)
-    dir_rep = np.bincount(flat_dir, weights=rep_bytes, minlength=n_d)
-    scale = dir_rep.sum() / (shape.target_utilisation * rel.sum())
-    total = rel * scale
-    # A disk the data overflows in this synthetic world is simply a bigger disk.
-    total = np.maximum(total, dir_rep / 0.95)
-    unit = 1 << 20  # bytes per synthetic unit: sizes are integers
-    norm = (1 << 40) / max(float(total.max()), 1e-9)
-    sizes = np.maximum(np.round(part_bytes * norm / unit) * unit, unit).astype(np.int64)
-    dir_total = np.round(total * norm).astype(np.int64)
-    rep_size = np.repeat(sizes, rf)
-    dir_rep_i = np.bincount(flat_dir, weights=rep_size, minlength=n_d).astype(np.int64)
-    dir_total = np.maximum(dir_total, (dir_rep_i * 1.06).astype(np.int64) + unit)
-    ext = (rng.random(n_d) * shape.external * dir_total).astype(np.int64)
-    dir_usable = np.maximum(dir_total - dir_rep_i - ext, 0)
-
+    rep_size, dir_total, dir_usable = _sizes(shape, rng, part_bytes, flat_dir, rf)
     state = np.full(n_d, ACTIVE, np.int8)
     pick = rng.permutation(n_d)
     state[pick[: shape.offline_dirs]] = OFFLINE
     state[pick[shape.offline_dirs : shape.offline_dirs + shape.draining_dirs]] = DRAINING
-
     part_start = np.arange(0, n_parts * rf + 1, rf, dtype=np.int64)
     lead_pos = np.where(rng.random(n_parts) < 0.9, 0, rng.integers(0, rf, n_parts))
     part_leader = brokers[np.arange(n_parts), lead_pos].astype(np.int32)
@@ -146,6 +82,103 @@ def generate(shape: Shape) -> Cluster:
         rep_size=rep_size,
         rep_leader=rep_broker == part_leader[rep_part],
     )
+
+
+def _topics(
+    shape: Shape, rng: np.random.Generator, n_parts: int
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """How many topics, each partition's topic and number, and its relative size: Zipf-sized topics, a few
+    hot ones, partitions of a topic differing in size."""
+    n_topics = max(1, n_parts // 24)
+    ranks = rng.permutation(n_topics) + 1
+    topic_bytes = 1.0 / ranks**shape.zipf
+    hot = np.argsort(ranks)[: shape.hot_topics]
+    topic_bytes[hot] *= shape.hot_factor
+    # Big topics get more partitions (operators size them so), but less than proportionally.
+    weights = topic_bytes**0.6 * rng.lognormal(0.0, 0.3, n_topics)
+    per_topic = np.maximum(1, np.round(weights * n_parts / weights.sum())).astype(np.int64)
+    per_topic[-1] = max(1, per_topic[-1] + n_parts - int(per_topic.sum()))
+    while per_topic.sum() > n_parts and per_topic.max() > 1:
+        per_topic[int(np.argmax(per_topic))] -= 1
+    n_parts = int(per_topic.sum())
+    topic_of = np.repeat(np.arange(n_topics), per_topic)
+    part_num = np.concatenate([np.arange(k) for k in per_topic]).astype(np.int64)
+    part_bytes = topic_bytes[topic_of] / per_topic[topic_of]
+    part_bytes *= rng.lognormal(0.0, 0.5, n_parts)
+    return n_topics, topic_of, part_num, part_bytes
+
+
+def _kafka_brokers(
+    shape: Shape,
+    rng: np.random.Generator,
+    n_topics: int,
+    topic_of: np.ndarray,
+    part_num: np.ndarray,
+    broker_rack: np.ndarray,
+    rf: int,
+) -> np.ndarray:
+    """Kafka-style placement (partitions x replicas, broker indices): brokers interleaved by
+    rack, round robin per topic from a random start, followers shifted; recently added
+    brokers get nothing."""
+    n_b, n_parts = shape.brokers, len(topic_of)
+    n_racks = max(1, min(shape.racks, n_b))
+    old = max(rf, n_b - shape.new_brokers)
+    by_rack = [[b for b in range(old) if b % n_racks == r] for r in range(n_racks)]
+    seq: list[int] = []
+    while any(by_rack):  # r0, r1, r2, r0, r1, r2, ...
+        for lst in by_rack:
+            if lst:
+                seq.append(lst.pop(0))
+    ring = np.asarray(seq, np.int64)
+    starts = rng.integers(0, old, n_topics)
+    first = (starts[topic_of] + part_num) % old
+    spread = max(old // n_racks, 1)
+    shift = (part_num // old) % spread
+    pos = np.empty((n_parts, rf), np.int64)
+    pos[:, 0] = first
+    for j in range(1, rf):
+        pos[:, j] = (first + j + n_racks * shift) % old
+    brokers = ring[pos]
+    _repair(brokers, broker_rack, n_racks, old, rng)
+    return np.asarray(brokers)
+
+
+def _kafka_dirs(flat_b: np.ndarray, n_b: int, disks: int) -> np.ndarray:
+    """Each replica's directory: Kafka puts a new replica on the broker's directory with the
+    fewest partitions."""
+    order = np.argsort(flat_b, kind="stable")
+    counts = np.bincount(flat_b, minlength=n_b)
+    starts_b = np.zeros(n_b + 1, np.int64)
+    np.cumsum(counts, out=starts_b[1:])
+    rank = np.empty(len(flat_b), np.int64)
+    rank[order] = np.arange(len(flat_b)) - starts_b[flat_b[order]]
+    local_dir = rank % disks
+    return np.asarray(flat_b * disks + local_dir)
+
+
+def _sizes(
+    shape: Shape, rng: np.random.Generator, part_bytes: np.ndarray, flat_dir: np.ndarray, rf: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Replica sizes, directory sizes (JBOD disks of mixed sizes at the target utilisation)
+    and usable bytes (less other files), as whole synthetic units."""
+    n_d = shape.brokers * shape.disks
+    rel = rng.choice(np.asarray(shape.disk_sizes), n_d)
+    rep_bytes = np.repeat(part_bytes, rf)
+    dir_rep = np.bincount(flat_dir, weights=rep_bytes, minlength=n_d)
+    scale = dir_rep.sum() / (shape.target_utilisation * rel.sum())
+    total = rel * scale
+    # A disk the data overflows in this synthetic world is simply a bigger disk.
+    total = np.maximum(total, dir_rep / 0.95)
+    unit = 1 << 20  # bytes per synthetic unit: sizes are integers
+    norm = (1 << 40) / max(float(total.max()), 1e-9)
+    sizes = np.maximum(np.round(part_bytes * norm / unit) * unit, unit).astype(np.int64)
+    dir_total = np.round(total * norm).astype(np.int64)
+    rep_size = np.repeat(sizes, rf)
+    dir_rep_i = np.bincount(flat_dir, weights=rep_size, minlength=n_d).astype(np.int64)
+    dir_total = np.maximum(dir_total, (dir_rep_i * 1.06).astype(np.int64) + unit)
+    ext = (rng.random(n_d) * shape.external * dir_total).astype(np.int64)
+    dir_usable = np.maximum(dir_total - dir_rep_i - ext, 0)
+    return rep_size, dir_total, dir_usable
 
 
 def _repair(

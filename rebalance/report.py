@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 from spindle.rebalance.bands import band_floor
-from spindle.rebalance.goals import BrokerBytes, Capacity, hard_goals, soft_goals
+from spindle.rebalance.goals import Capacity, hard_goals, soft_goals
 from spindle.rebalance.goals.base import Placed, dir_loads
+from spindle.rebalance.goals.broker_bytes import StartLoads
 from spindle.rebalance.model import ACTIVE, OFFLINE, STATES, Cluster, Goals
 from spindle.rebalance.scope import Scope
 
@@ -145,30 +146,22 @@ class _BoundFigures:
     def __init__(self, cluster: Cluster, scope: Scope, goals: Goals) -> None:
         self.cluster, self.scope = cluster, scope
         host = scope.hosting
-        self.total = total = cluster.dir_total.astype(float)
-        self.rep_bytes = np.bincount(
-            cluster.rep_dir, weights=cluster.rep_size, minlength=cluster.n_dirs
-        )
+        st = StartLoads.of(cluster, scope, goals)
+        self.total = total = st.total
+        self.rep_bytes = st.rep_bytes
         self.forced = float(self.rep_bytes[scope.evacuate].sum())
-        self.load = load = np.where(host, self.rep_bytes + cluster.dir_external(), 0.0)
+        self.load = load = st.load
         n_b = cluster.n_brokers
         self.db = goals.disk_balance
-        self.hard = hard = goals.capacity_threshold * total
+        self.hard = goals.capacity_threshold * total
         self.active = active = host & (cluster.dir_state == ACTIVE)
-        self.b_load = np.bincount(cluster.dir_broker, weights=load, minlength=n_b)
-        b_cap = np.bincount(cluster.dir_broker, weights=total * host, minlength=n_b)
-        b_hard = np.bincount(cluster.dir_broker, weights=hard * host, minlength=n_b)
-        stuck = (~host & ~scope.evacuate)[cluster.rep_dir]
-        self.placed = placed = float(cluster.rep_size[~stuck].sum()) + float(
-            cluster.dir_external()[host].sum()
-        )
-        mean = placed / b_cap.sum() if b_cap.sum() else 0.0
-        self.lo_b, self.hi_b = BrokerBytes(goals).band(mean, b_cap, b_hard)
+        self.b_load = st.b_load
+        self.placed = st.placed
+        self.lo_b, self.hi_b, self.hb = st.lo_b, st.hi_b, st.hb
         self.a_cap = np.bincount(cluster.dir_broker, weights=total * active, minlength=n_b)
         self.cordoned = np.bincount(
             cluster.dir_broker, weights=load * (host & ~active), minlength=n_b
         )
-        self.hb = b_cap > 0
 
     def parts(self, lp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per broker ending at load ``lp``: bytes above its directories' upper bands, and

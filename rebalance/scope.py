@@ -70,55 +70,19 @@ def build_scope(cluster: Cluster, request: Request) -> Scope:
     mode = request.mode
     if mode not in MODES:
         raise SnapshotError(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
-    n_b, n_d = cluster.n_brokers, cluster.n_dirs
+    n_b = cluster.n_brokers
     state = cluster.dir_state
     offline = state == OFFLINE
-    draining = state == DRAINING
     broker_has_offline = np.zeros(n_b, bool)
     broker_has_offline[cluster.dir_broker[offline]] = True
-
-    named_brokers = np.zeros(n_b, bool)
-    for bid in request.brokers:
-        named_brokers[cluster.broker_index(bid)] = True
-    named_dirs = np.zeros(n_d, bool)
-    for bid, path in request.dirs:
-        named_dirs[cluster.dir_index(bid, path)] = True
-    if request.brokers and mode not in ("remove-brokers", "add-brokers"):
-        raise SnapshotError(f"--brokers applies to remove-brokers and add-brokers, not {mode}")
-    if request.dirs and mode != "remove-volumes":
-        raise SnapshotError(f"--dirs applies to remove-volumes, not {mode}")
-    if mode == "remove-brokers" and not named_brokers.any():
-        raise SnapshotError("remove-brokers needs --brokers naming the brokers to empty")
-
+    named_brokers, named_dirs = _named(cluster, request)
     removed = named_brokers if mode == "remove-brokers" else np.zeros(n_b, bool)
-    on_removed = removed[cluster.dir_broker]
-    evacuate = np.zeros(n_d, bool)
-    if mode in ("full", "fix-offline"):
-        evacuate |= offline
-    if mode in ("full", "intra-broker", "remove-volumes"):
-        evacuate |= draining
-    if mode == "remove-volumes":
-        if not (named_dirs | draining).any():
-            raise SnapshotError("remove-volumes needs --dirs (or Draining directories)")
-        if (named_dirs & offline).any():
-            raise SnapshotError(
-                "remove-volumes: an Offline directory cannot be drained; use fix-offline"
-            )
-        evacuate |= named_dirs
-    if mode == "remove-brokers":
-        evacuate |= on_removed
-    must_leave = (offline | on_removed) & evacuate
+    evacuate = _evacuate(cluster, mode, named_dirs, removed)
+    must_leave = (offline | removed[cluster.dir_broker]) & evacuate
     hosting = ~offline & ~evacuate
-
     dest_broker = ~removed & ~broker_has_offline
     if mode == "add-brokers":
-        new = named_brokers.copy()
-        if not new.any():
-            counts = np.bincount(cluster.rep_broker, minlength=n_b)
-            new = counts == 0
-        if not new.any():
-            raise SnapshotError("add-brokers: no broker named with --brokers and none is empty")
-        dest_broker &= new
+        dest_broker &= _new_brokers(cluster, named_brokers)
     receivable = hosting & (state == ACTIVE) & dest_broker[cluster.dir_broker]
     intra_ok = ~broker_has_offline & (mode in ("full", "intra-broker", "remove-volumes"))
     return Scope(
@@ -134,3 +98,56 @@ def build_scope(cluster: Cluster, request: Request) -> Scope:
         balance_counts=mode in ("full", "add-brokers"),
         fix_racks=mode == "full",
     )
+
+
+def _named(cluster: Cluster, request: Request) -> tuple[np.ndarray, np.ndarray]:
+    """The brokers and directories the request names, checked against its mode."""
+    mode = request.mode
+    named_brokers = np.zeros(cluster.n_brokers, bool)
+    for bid in request.brokers:
+        named_brokers[cluster.broker_index(bid)] = True
+    named_dirs = np.zeros(cluster.n_dirs, bool)
+    for bid, path in request.dirs:
+        named_dirs[cluster.dir_index(bid, path)] = True
+    if request.brokers and mode not in ("remove-brokers", "add-brokers"):
+        raise SnapshotError(f"--brokers applies to remove-brokers and add-brokers, not {mode}")
+    if request.dirs and mode != "remove-volumes":
+        raise SnapshotError(f"--dirs applies to remove-volumes, not {mode}")
+    if mode == "remove-brokers" and not named_brokers.any():
+        raise SnapshotError("remove-brokers needs --brokers naming the brokers to empty")
+    return named_brokers, named_dirs
+
+
+def _evacuate(
+    cluster: Cluster, mode: str, named_dirs: np.ndarray, removed: np.ndarray
+) -> np.ndarray:
+    """The directories every replica must leave in this mode."""
+    offline = cluster.dir_state == OFFLINE
+    draining = cluster.dir_state == DRAINING
+    evacuate = np.zeros(cluster.n_dirs, bool)
+    if mode in ("full", "fix-offline"):
+        evacuate |= offline
+    if mode in ("full", "intra-broker", "remove-volumes"):
+        evacuate |= draining
+    if mode == "remove-volumes":
+        if not (named_dirs | draining).any():
+            raise SnapshotError("remove-volumes needs --dirs (or Draining directories)")
+        if (named_dirs & offline).any():
+            raise SnapshotError(
+                "remove-volumes: an Offline directory cannot be drained; use fix-offline"
+            )
+        evacuate |= named_dirs
+    if mode == "remove-brokers":
+        evacuate |= removed[cluster.dir_broker]
+    return evacuate
+
+
+def _new_brokers(cluster: Cluster, named_brokers: np.ndarray) -> np.ndarray:
+    """add-brokers: the brokers named, else every broker holding no replica."""
+    new = named_brokers.copy()
+    if not new.any():
+        counts = np.bincount(cluster.rep_broker, minlength=cluster.n_brokers)
+        new = counts == 0
+    if not new.any():
+        raise SnapshotError("add-brokers: no broker named with --brokers and none is empty")
+    return np.asarray(new)

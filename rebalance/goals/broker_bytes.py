@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from spindle.rebalance.bands import band_floor
 from spindle.rebalance.goals.base import Placed, SoftGoal, band_figures, broker_offenders
+from spindle.rebalance.model import Cluster, Goals
 from spindle.rebalance.scope import Scope
 
 if TYPE_CHECKING:
@@ -65,3 +67,56 @@ class BrokerBytes(SoftGoal):
         lo = band_floor(bb, model.mean) * model.b_cap[b] - e
         hi = bb * model.mean * model.b_cap[b] - e
         model.band([model.load_col[d] for d in dirs], [1.0] * len(dirs), lo, hi, model.w_bytes)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StartLoads:
+    """The snapshot's loads before any move and the byte band they imply: what the lower
+    bounds (``report``) and the reachability check (``achievable``) start from. (The greedy
+    keeps its own running copy, ``state.PlannerState``.) Bytes and counts of replicas that
+    must find a new home are part of the totals: they will land somewhere; replicas stuck
+    on an Offline dir that is not emptied are not."""
+
+    total: np.ndarray
+    rep_bytes: np.ndarray
+    #: Per dir: replica and external bytes on hosting dirs (0 elsewhere).
+    load: np.ndarray
+    b_load: np.ndarray
+    b_cap: np.ndarray
+    b_hard: np.ndarray
+    hb: np.ndarray
+    #: Per replica: it stays where it is, off every count and total.
+    stuck: np.ndarray
+    placed: float
+    mean: float
+    lo_b: np.ndarray
+    hi_b: np.ndarray
+
+    @classmethod
+    def of(cls, cluster: Cluster, scope: Scope, goals: Goals) -> StartLoads:
+        host = scope.hosting
+        total = cluster.dir_total.astype(np.float64)
+        n_b = cluster.n_brokers
+        d_b = cluster.dir_broker
+        rep_bytes = np.bincount(cluster.rep_dir, weights=cluster.rep_size, minlength=cluster.n_dirs)
+        load = np.where(host, rep_bytes + cluster.dir_external(), 0.0)
+        b_cap = np.bincount(d_b, weights=total * host, minlength=n_b)
+        b_hard = np.bincount(d_b, weights=goals.capacity_threshold * total * host, minlength=n_b)
+        stuck = (~host & ~scope.evacuate)[cluster.rep_dir]
+        placed = float(cluster.rep_size[~stuck].sum()) + float(cluster.dir_external()[host].sum())
+        mean = placed / float(b_cap.sum()) if b_cap.sum() else 0.0
+        lo_b, hi_b = BrokerBytes(goals).band(mean, b_cap, b_hard)
+        return cls(
+            total=total,
+            rep_bytes=rep_bytes,
+            load=load,
+            b_load=np.bincount(d_b, weights=load, minlength=n_b),
+            b_cap=b_cap,
+            b_hard=b_hard,
+            hb=b_cap > 0,
+            stuck=stuck,
+            placed=placed,
+            mean=mean,
+            lo_b=lo_b,
+            hi_b=hi_b,
+        )
