@@ -9,7 +9,9 @@ layout), dependencies pointing one way (import-linter keeps them so):
 - ``kube/`` (the Kubernetes API: client, apply-one-way, Events) and ``brokers`` (the one door
   to Kafka's admin API): the I/O;
 - pure, no I/O: ``specs/`` (builders, one module per kind), ``storage_diff`` (what a volume
-  edit means), ``snapshot`` (the planner's snapshot from the brokers' answers), ``quantity``.
+  edit means), ``snapshot`` (the planner's snapshot from the brokers' answers), ``quantity``;
+- ``kopf_patches``: a fix for a kopf start-up race (namespaces created while kopf starts
+  watching them were never served).
 """
 
 if __name__ == "operator":
@@ -22,3 +24,4 @@ if __name__ == "operator":
     )
 
 from spindle.operator import handlers as handlers
+from spindle.operator import kopf_patches as kopf_patches
