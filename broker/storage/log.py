@@ -103,25 +103,29 @@ class Log:
         initial_offset: int = 0,
     ) -> Log:
         """Make the directory and an empty first segment."""
-        log = cls(
-            tp,
-            dir_path,
-            logdir_path,
-            settings=settings,
-            clock=clock,
-            failures=failures,
-            is_future=is_future,
-        )
         with failures.guard(logdir_path, f"creating log {dir_path}"):
             os.makedirs(dir_path, exist_ok=False)
             if name_is_cut(tp, os.path.basename(dir_path)) and is_future:
                 with open(os.path.join(dir_path, TOPIC_FILE), "w", encoding="utf-8") as f:
                     f.write(tp.topic)
-            log._segments.append(log._new_segment(initial_offset))
-        log._log_start_offset = initial_offset
-        log._high_watermark = initial_offset
-        log.recovery_point = initial_offset
-        return log
+            first = Segment.create(
+                dir_path,
+                initial_offset,
+                index_interval_bytes=settings.log_index_interval_bytes,
+                created_ms=clock.wall_ms(),
+            )
+        return cls.from_segments(
+            tp,
+            dir_path,
+            logdir_path,
+            [first],
+            settings=settings,
+            clock=clock,
+            failures=failures,
+            is_future=is_future,
+            log_start_offset=initial_offset,
+            high_watermark=initial_offset,
+        )
 
     @classmethod
     def from_segments(
@@ -138,8 +142,8 @@ class Log:
         log_start_offset: int | None,
         high_watermark: int | None,
     ) -> Log:
-        """A loaded replica over its recovered ``segments`` (``loader.load_log``): offsets
-        from the checkpoints, clamped to what the segments hold."""
+        """A replica over ``segments`` (new, or recovered by ``loader.load_log``): offsets from
+        the checkpoints, clamped to what the segments hold; the recovery point is the end."""
         log = cls(
             tp,
             dir_path,

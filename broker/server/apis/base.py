@@ -27,7 +27,7 @@ from spindle.broker.protocol.constants import ConfigSource
 from spindle.broker.replication.replica_manager import ReplicaManager
 from spindle.broker.storage import LogManager
 
-from ..authorizer import Authorizer, Operation, RequestContext, ResourceType
+from ..authorizer import CLUSTER_NAME, Authorizer, Operation, RequestContext, ResourceType
 from ..config import BrokerSettings
 
 log = logging.getLogger(__name__)
@@ -102,6 +102,19 @@ class ApiContext:
 
     def allowed(self, ctx: RequestContext, op: Operation, rt: ResourceType, name: str) -> bool:
         return self.authorizer.authorize(ctx, op, rt, name)
+
+    def allowed_on_cluster(self, ctx: RequestContext, op: Operation) -> bool:
+        return self.allowed(ctx, op, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def cluster_refusal(
+        self, ctx: RequestContext, op: Operation, **empty: Any
+    ) -> dict[str, Any] | None:
+        """None if ``op`` on the cluster is allowed; else the answer refusing the whole
+        request: CLUSTER_AUTHORIZATION_FAILED with the response's ``empty`` fields."""
+        if self.allowed_on_cluster(ctx, op):
+            return None
+        code = authorization_failed(ResourceType.CLUSTER)
+        return {"throttle_time_ms": 0, "error_code": int(code), **empty}
 
     def authorize(
         self, ctx: RequestContext, op: Operation, rt: ResourceType, name: str, what: str = ""

@@ -13,6 +13,7 @@ values into storage at once (the replica manager applies them).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
@@ -169,69 +170,77 @@ async def describe_configs(broker: ApiContext, ctx: RequestContext, req: Request
     return {"throttle_time_ms": 0, "results": results}
 
 
+async def _alter(
+    broker: ApiContext,
+    kind: ConfigResourceType,
+    name: str,
+    changes: list[ConfigChange],
+    validate_only: bool,
+) -> None:
+    """Apply ``changes`` to a topic's or a broker scope's configs; a broker change takes
+    effect in storage at once."""
+    if kind is ConfigResourceType.TOPIC:
+        await broker.controller.alter_topic_configs(name, changes, validate_only=validate_only)
+        return
+    await broker.controller.alter_broker_configs(name, changes, validate_only=validate_only)
+    if not validate_only:
+        broker.replicas.apply_dynamic_broker_configs()
+
+
+ChangesOf = Callable[[ApiContext, ConfigResourceType, Any], list[ConfigChange]]
+
+
+async def _alter_resources(
+    broker: ApiContext, ctx: RequestContext, req: Request, changes_of: ChangesOf
+) -> dict[str, Any]:
+    """Alter each resource of an (Incremental)AlterConfigs request by ``changes_of`` it,
+    answering per resource."""
+    validate_only = bool(req.body.validate_only)
+    out = []
+    for r in req.body.resources:
+        res: dict[str, Any] = {
+            "error_code": 0,
+            "error_message": None,
+            "resource_type": r.resource_type,
+            "resource_name": r.resource_name,
+        }
+        with errors_into(res):
+            kind = _config_resource(broker, ctx, Operation.ALTER_CONFIGS, r)
+            changes = changes_of(broker, kind, r)
+            await _alter(broker, kind, r.resource_name, changes, validate_only)
+        out.append(res)
+    return {"throttle_time_ms": 0, "responses": out}
+
+
+def _incremental_changes(
+    broker: ApiContext, kind: ConfigResourceType, r: Any
+) -> list[ConfigChange]:
+    return [ConfigChange(c.name, c.config_operation, c.value) for c in r.configs]
+
+
+def _replace_all_changes(
+    broker: ApiContext, kind: ConfigResourceType, r: Any
+) -> list[ConfigChange]:
+    """AlterConfigs replaces a resource's whole dynamic config: set what is given, delete
+    the rest."""
+    wanted = {c.name: c.value for c in r.configs}
+    if kind is ConfigResourceType.TOPIC:
+        topic = broker.topics.get(r.resource_name)
+        current = dict(topic.configs) if topic is not None else {}
+    else:
+        current = dict(broker.controller.store.broker_configs.get(r.resource_name, {}))
+    changes = [ConfigChange(k, SET, v) for k, v in wanted.items()]
+    return changes + [ConfigChange(k, DELETE, None) for k in current if k not in wanted]
+
+
 async def incremental_alter_configs(
     broker: ApiContext, ctx: RequestContext, req: Request
 ) -> dict[str, Any]:
-    body = req.body
-    validate_only = bool(body.validate_only)
-    out = []
-    for r in body.resources:
-        res: dict[str, Any] = {
-            "error_code": 0,
-            "error_message": None,
-            "resource_type": r.resource_type,
-            "resource_name": r.resource_name,
-        }
-        changes = [ConfigChange(c.name, c.config_operation, c.value) for c in r.configs]
-        with errors_into(res):
-            kind = _config_resource(broker, ctx, Operation.ALTER_CONFIGS, r)
-            if kind is ConfigResourceType.TOPIC:
-                await broker.controller.alter_topic_configs(
-                    r.resource_name, changes, validate_only=validate_only
-                )
-            else:
-                await broker.controller.alter_broker_configs(
-                    r.resource_name, changes, validate_only=validate_only
-                )
-                if not validate_only:
-                    broker.replicas.apply_dynamic_broker_configs()
-        out.append(res)
-    return {"throttle_time_ms": 0, "responses": out}
+    return await _alter_resources(broker, ctx, req, _incremental_changes)
 
 
 async def alter_configs(broker: ApiContext, ctx: RequestContext, req: Request) -> dict[str, Any]:
-    body = req.body
-    validate_only = bool(body.validate_only)
-    out = []
-    for r in body.resources:
-        res: dict[str, Any] = {
-            "error_code": 0,
-            "error_message": None,
-            "resource_type": r.resource_type,
-            "resource_name": r.resource_name,
-        }
-        wanted = {c.name: c.value for c in r.configs}
-        with errors_into(res):
-            kind = _config_resource(broker, ctx, Operation.ALTER_CONFIGS, r)
-            if kind is ConfigResourceType.TOPIC:
-                topic = broker.topics.get(r.resource_name)
-                current = dict(topic.configs) if topic is not None else {}
-            else:
-                current = dict(broker.controller.store.broker_configs.get(r.resource_name, {}))
-            changes = [ConfigChange(k, SET, v) for k, v in wanted.items()]
-            changes += [ConfigChange(k, DELETE, None) for k in current if k not in wanted]
-            if kind is ConfigResourceType.TOPIC:
-                await broker.controller.alter_topic_configs(
-                    r.resource_name, changes, validate_only=validate_only
-                )
-            else:
-                await broker.controller.alter_broker_configs(
-                    r.resource_name, changes, validate_only=validate_only
-                )
-                if not validate_only:
-                    broker.replicas.apply_dynamic_broker_configs()
-        out.append(res)
-    return {"throttle_time_ms": 0, "responses": out}
+    return await _alter_resources(broker, ctx, req, _replace_all_changes)
 
 
 SET, DELETE = 0, 1

@@ -13,7 +13,7 @@ from spindle.broker.common.ids import TopicPartition
 from spindle.broker.protocol.apis import ApiKey, Request
 from spindle.broker.storage import LogDirDescription
 
-from ..authorizer import CLUSTER_NAME, Operation, RequestContext, ResourceType
+from ..authorizer import Operation, RequestContext, ResourceType
 from .base import ApiContext, Handlers, authorization_failed, error_of
 
 
@@ -40,12 +40,9 @@ def _describe_dir(d: LogDirDescription) -> dict[str, Any]:
 async def describe_log_dirs(
     broker: ApiContext, ctx: RequestContext, req: Request
 ) -> dict[str, Any]:
-    if not broker.allowed(ctx, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-        return {
-            "throttle_time_ms": 0,
-            "error_code": int(authorization_failed(ResourceType.CLUSTER)),
-            "results": [],
-        }
+    refused = broker.cluster_refusal(ctx, Operation.DESCRIBE, results=[])
+    if refused is not None:
+        return refused
     selection = None
     if req.body.topics is not None:
         # A topic named twice: its last entry counts.
@@ -72,7 +69,7 @@ def _change_dir(broker: ApiContext, tp: TopicPartition, path: str) -> ErrorCode:
 async def alter_replica_log_dirs(
     broker: ApiContext, ctx: RequestContext, req: Request
 ) -> dict[str, Any]:
-    allowed = broker.allowed(ctx, Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME)
+    allowed = broker.allowed_on_cluster(ctx, Operation.ALTER)
     results: dict[str, list[dict[str, Any]]] = {}
     for d in req.body.dirs:
         for t in d.topics:

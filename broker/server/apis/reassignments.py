@@ -9,8 +9,8 @@ from typing import Any
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.protocol.apis import ApiKey, Request
 
-from ..authorizer import CLUSTER_NAME, Operation, RequestContext, ResourceType
-from .base import ApiContext, Handlers, authorization_failed, error_of
+from ..authorizer import Operation, RequestContext
+from .base import ApiContext, Handlers, error_of
 
 
 async def _alter_partition(broker: ApiContext, name: str, p: Any) -> dict[str, Any]:
@@ -26,13 +26,11 @@ async def _alter_partition(broker: ApiContext, name: str, p: Any) -> dict[str, A
 async def alter_partition_reassignments(
     broker: ApiContext, ctx: RequestContext, req: Request
 ) -> dict[str, Any]:
-    if not broker.allowed(ctx, Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-        return {
-            "throttle_time_ms": 0,
-            "error_code": int(authorization_failed(ResourceType.CLUSTER)),
-            "error_message": "not allowed",
-            "responses": [],
-        }
+    refused = broker.cluster_refusal(
+        ctx, Operation.ALTER, error_message="not allowed", responses=[]
+    )
+    if refused is not None:
+        return refused
     responses = []
     for t in req.body.topics:
         parts = [await _alter_partition(broker, t.name, p) for p in t.partitions]
