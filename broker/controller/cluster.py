@@ -29,12 +29,13 @@ import asyncio
 import contextlib
 import logging
 import random
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
 from spindle.broker.common.errors import ErrorCode, KafkaError
 from spindle.broker.common.ids import TopicPartition
 
-from .controller import SingleBrokerController
+from .controller import ConfigChange, SingleBrokerController
 from .election import ControllerElection, ControllerTerm
 from .etcd import EtcdClient
 from .model import PartitionState, TopicState, plan_partitions
@@ -44,6 +45,8 @@ from .partition_change import (
     acceptable_for,
     cancel_reassignment,
     change_partition,
+    elect_preferred,
+    elect_unclean,
     on_broker_fenced,
     on_broker_unfenced,
     on_dirs_offline,
@@ -55,7 +58,7 @@ from .store import ControllerFenced, MetadataConflict, MetadataDelta, MetadataSt
 
 log = logging.getLogger(__name__)
 
-RECONCILE_ATTEMPTS = 5
+RECONCILE_ATTEMPTS = 10
 
 
 class ClusterController(SingleBrokerController):
@@ -245,8 +248,73 @@ class ClusterController(SingleBrokerController):
             out.append(replace(elected or leaderless, leader_epoch=0, partition_epoch=0))
         return out
 
+    async def _retry(self, op: Callable[[], Awaitable[None]]) -> None:
+        """Run a read-modify-write of topic metadata again on the reloaded view when another
+        broker wrote the same key first (directory reports, ISR changes and controller
+        decisions all write topic keys); a fenced controller write is not retried."""
+        for attempt in range(RECONCILE_ATTEMPTS):
+            try:
+                await op()
+                return
+            except ControllerFenced:
+                raise
+            except MetadataConflict:
+                if attempt == RECONCILE_ATTEMPTS - 1:
+                    raise
+
+    async def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignments: list[list[int]] | None,
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        async def op() -> None:
+            await SingleBrokerController.create_partitions(
+                self, name, count, assignments, validate_only=validate_only
+            )
+
+        await self._retry(op)
+
+    async def alter_topic_configs(
+        self, name: str, changes: Sequence[ConfigChange], *, validate_only: bool = False
+    ) -> None:
+        async def op() -> None:
+            await SingleBrokerController.alter_topic_configs(
+                self, name, changes, validate_only=validate_only
+            )
+
+        await self._retry(op)
+
     async def alter_reassignment(self, tp: TopicPartition, target: list[int] | None) -> None:
         """KIP-455 AlterPartitionReassignments for one partition (KIP-236 cancel with None)."""
+
+        async def op() -> None:
+            await self._alter_reassignment(tp, target)
+
+        await self._retry(op)
+
+    async def elect_leader(self, tp: TopicPartition, *, unclean: bool) -> None:
+        """ElectLeaders for one partition: the preferred replica, or (unclean) any live
+        replica of a leaderless partition; Kafka's errors from :mod:`.partition_change`."""
+
+        async def op() -> None:
+            topic = self._topic(tp.topic)
+            part = topic.partitions.get(tp.partition)
+            if part is None:
+                raise KafkaError(
+                    f"partition {tp} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                )
+            acceptable = acceptable_for(
+                part, active=self._active_brokers(), offline_dirs=self._offline_dirs()
+            )
+            elect = elect_unclean if unclean else elect_preferred
+            await self._put_partition(topic, elect(part, acceptable=acceptable))
+
+        await self._retry(op)
+
+    async def _alter_reassignment(self, tp: TopicPartition, target: list[int] | None) -> None:
         topic = self._topic(tp.topic)
         part = topic.partitions.get(tp.partition)
         if part is None:

@@ -163,6 +163,8 @@ class Controller(Protocol):
 
     async def allocate_producer_ids(self, block_size: int) -> int: ...
 
+    async def elect_leader(self, tp: TopicPartition, *, unclean: bool) -> None: ...
+
 
 class SingleBrokerController:
     """The controller of a one-broker cluster (this broker); see module docstring."""
@@ -351,6 +353,13 @@ class SingleBrokerController:
 
     async def allocate_producer_ids(self, block_size: int) -> int:
         return await self.store.allocate_producer_ids(block_size)
+
+    async def elect_leader(self, tp: TopicPartition, *, unclean: bool) -> None:
+        """ElectLeaders on one broker: it is every partition's only replica and leader."""
+        topic = self._topic(tp.topic)
+        if tp.partition not in topic.partitions:
+            raise KafkaError(f"partition {tp} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        raise KafkaError(f"{tp} already has its leader", ErrorCode.ELECTION_NOT_NEEDED)
 
     def _eligible(self, broker: int) -> bool:
         """May ``broker`` lead or join an ISR? (One broker: always; see ClusterController.)"""

@@ -51,6 +51,8 @@ with warnings.catch_warnings():
         DescribeGroupsResponse,
         DescribeLogDirsRequest,
         DescribeLogDirsResponse,
+        ElectLeadersRequest,
+        ElectLeadersResponse,
         IncrementalAlterConfigsRequest,
         IncrementalAlterConfigsResponse,
         ListGroupsRequest,
@@ -133,6 +135,7 @@ class ApiKey(IntEnum):
     ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     CREATE_PARTITIONS = 37
     INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION_REASSIGNMENTS = 45
@@ -216,6 +219,7 @@ SUPPORTED_APIS: Mapping[int, ApiSpec] = {
             ListPartitionReassignmentsResponse,
         ),
         _spec(ApiKey.DESCRIBE_CLUSTER, 0, 1, DescribeClusterRequest, DescribeClusterResponse),
+        _spec(ApiKey.ELECT_LEADERS, 0, 2, ElectLeadersRequest, ElectLeadersResponse),
         # Groups (classic protocol). OffsetCommit/OffsetFetch stop at v9: v10 names topics by id.
         _spec(ApiKey.OFFSET_COMMIT, 0, 9, OffsetCommitRequest, OffsetCommitResponse),
         _spec(ApiKey.OFFSET_FETCH, 0, 9, OffsetFetchRequest, OffsetFetchResponse),

@@ -389,7 +389,8 @@ class ReplicaManager:
     async def apply_metadata(self, changed_topics: Collection[str] | None = None) -> None:
         """Act on the metadata as it is now: create local replicas of partitions assigned
         here, delete those of deleted topics (``changed_topics`` that are gone; None = any
-        local topic the metadata no longer has, after a full reload).
+        local topic the metadata no longer has, after a full reload) and those no longer
+        assigned here (a finished reassignment removed this broker).
 
         Replicas are created with ``is_new=False``: while any directory is offline storage
         refuses, because the replica might be on it.
@@ -409,6 +410,12 @@ class ReplicaManager:
             log.info("topic %s was deleted: deleting local replica %s", tp.topic, tp)
             self.delete_local_replica(tp)
         node = self.node_id
+        for tp in [tp for tp in local if tp.topic in candidates and tp.topic in after]:
+            part = after[tp.topic].partitions.get(tp.partition)
+            if part is not None and node not in part.replicas:
+                # Kafka's StopReplica(delete): a reassignment moved this replica elsewhere.
+                log.info("%s is no longer assigned here: deleting the local replica", tp)
+                self.delete_local_replica(tp)
         for topic in list(after.values()):
             missing = any(
                 node in p.replicas

@@ -1,11 +1,13 @@
-"""Partition reassignment APIs (KIP-455): AlterPartitionReassignments and
-ListPartitionReassignments. The controller validates and records the target replicas; on one
-broker a log-dir-only plan completes at once."""
+"""Partition placement APIs: AlterPartitionReassignments and ListPartitionReassignments
+(KIP-455), and ElectLeaders (KIP-460: preferred or unclean). The controller validates and
+records the target replicas or the new leader; on one broker a log-dir-only plan completes at
+once and every partition already has its preferred leader."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from spindle.broker.common.errors import ErrorCode
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.protocol.apis import ApiKey, Request
 
@@ -70,7 +72,43 @@ async def list_partition_reassignments(
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "topics": topics}
 
 
+async def elect_leaders(broker: ApiContext, ctx: RequestContext, req: Request) -> dict[str, Any]:
+    """``kafka-leader-election``: per partition, the controller's election or Kafka's error
+    (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE).
+    All partitions when none are named; then the ones needing no election are left out."""
+    body = req.body
+    unclean = req.version >= 1 and body.election_type == 1
+    if not broker.allowed(ctx, Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        return {
+            "throttle_time_ms": 0,
+            "error_code": int(authorization_failed(ResourceType.CLUSTER)),
+            "replica_election_results": [],
+        }
+    everything = body.topic_partitions is None
+    wanted = (
+        [(name, sorted(t.partitions)) for name, t in sorted(broker.topics.items())]
+        if everything
+        else [(t.topic, list(t.partitions)) for t in body.topic_partitions]
+    )
+    results = []
+    for name, partitions in wanted:
+        out = []
+        for p in partitions:
+            code, msg = 0, None
+            try:
+                await broker.controller.elect_leader(TopicPartition(name, p), unclean=unclean)
+            except Exception as exc:
+                code, msg = error_of(exc)
+            if everything and code == ErrorCode.ELECTION_NOT_NEEDED:
+                continue
+            out.append({"partition_id": p, "error_code": code, "error_message": msg})
+        if out or not everything:
+            results.append({"topic": name, "partition_result": out})
+    return {"throttle_time_ms": 0, "error_code": 0, "replica_election_results": results}
+
+
 HANDLERS: Handlers = {
+    ApiKey.ELECT_LEADERS: elect_leaders,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: list_partition_reassignments,
 }

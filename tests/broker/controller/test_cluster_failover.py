@@ -252,11 +252,29 @@ def test_restarted_brokers_catch_up_and_rejoin_the_isr(cluster: Cluster) -> None
     # Leadership stays where the failovers put it (no preferred-leader rebalance yet).
     assert _leaders(view.topics["failover"]) == _leaders(before.topics["failover"])
     _round_trip(cluster, {1, 2, 3}, "failover", "after-restart")
-    # The returning brokers hold every record: stop the only broker that led throughout, and
-    # the others (now in sync) serve all of it.
-    (leader,) = set(_leaders(view.topics["failover"]).values())
-    cluster.brokers[leader].kill()
-    others = {1, 2, 3} - {leader}
+    # kafka-leader-election --election-type preferred (ElectLeaders): leaders go back to the
+    # first replica of each partition, all of them in sync again.
+    (old_leader,) = set(_leaders(view.topics["failover"]).values())
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap({1, 2, 3}))
+    first = admin.elect_leaders(0, {"failover": list(range(PARTITIONS))})
+    again = admin.elect_leaders(0, {"failover": list(range(PARTITIONS))})
+    admin.close()
+    codes = {
+        p.partition_id: p.error_code
+        for r in first.replica_election_results
+        for p in r.partition_result
+    }
+    preferred = {p.partition: p.replicas[0] for p in view.topics["failover"].partitions.values()}
+    assert codes == {p: (84 if preferred[p] == old_leader else 0) for p in range(PARTITIONS)}
+    assert {p.error_code for r in again.replica_election_results for p in r.partition_result} == {
+        84
+    }
+    elected = cluster.view()
+    assert _leaders(elected.topics["failover"]) == preferred
+    # The returning brokers hold every record: stop the broker that led everything before,
+    # and the others serve all of it.
+    cluster.brokers[old_leader].kill()
+    others = {1, 2, 3} - {old_leader}
     cluster.wait(
         "leadership to move to the caught-up brokers",
         lambda v: all(p.leader in others for p in v.topics["failover"].partitions.values()),
