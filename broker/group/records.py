@@ -26,6 +26,7 @@ schema codec (``ApiData``, whose int16 version prefix is exactly this framing) e
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,17 +34,14 @@ from typing import Any
 
 from spindle.broker.records.batch import build_batch
 
-from . import __name__ as _package_name
+_package = sys.modules[__package__ or "spindle.broker.group"]
+"""This package: the schema JSON files are its resources."""
 
 with warnings.catch_warnings():
     # kafka-python reads its schemas with importlib.resources.read_text (deprecated in 3.11).
     warnings.simplefilter("ignore", DeprecationWarning)
-    import importlib
-
     from kafka.protocol.api_data import ApiData
     from kafka.record.default_records import DefaultRecordBatch
-
-    _package = importlib.import_module(_package_name)
 
     class OffsetCommitKey(ApiData, load_json=_package):  # type: ignore[misc,call-arg]
         """Key of a committed offset (versions 0 and 1 are the same bytes)."""
