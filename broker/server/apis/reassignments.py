@@ -78,12 +78,9 @@ async def elect_leaders(broker: ApiContext, ctx: RequestContext, req: Request) -
     All partitions when none are named; then the ones needing no election are left out."""
     body = req.body
     unclean = req.version >= 1 and body.election_type == 1
-    if not broker.allowed(ctx, Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-        return {
-            "throttle_time_ms": 0,
-            "error_code": int(authorization_failed(ResourceType.CLUSTER)),
-            "replica_election_results": [],
-        }
+    refused = broker.cluster_refusal(ctx, Operation.ALTER, replica_election_results=[])
+    if refused is not None:
+        return refused
     everything = body.topic_partitions is None
     wanted = (
         [(name, sorted(t.partitions)) for name, t in sorted(broker.topics.items())]
