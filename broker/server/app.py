@@ -102,17 +102,40 @@ class BrokerServer:
         self.fatal_reason = ""
 
     async def start(self) -> None:
-        s = self.settings
+        """Start in the order of the module docstring, one named step each."""
         registry = build_registry()  # refuses an advertised API without a handler
-        await self.store.load()
-        cluster_id = await self.store.ensure_cluster_id(s.cluster_id)
+        cluster_id = await self._load_metadata()
         self.logs = await asyncio.to_thread(
             LogManager.open,
             self.storage_settings,
             cluster_id=cluster_id,
-            node_id=s.node_id,
+            node_id=self.settings.node_id,
             clock=self.clock,
         )
+        endpoint = await self._listen()
+        await self._register(endpoint, self.logs)
+        context = self._wire_services(endpoint, self.logs)
+        self.apis = KafkaApis(context, registry)
+        await self._bring_up_replicas(context, self.logs)
+        self._watch_directories(self.logs)
+        await self._start_metrics(self.logs)
+        log.info(
+            "broker %d started: cluster %s, listening on %s:%d, log dirs %s",
+            self.settings.node_id,
+            cluster_id,
+            self.settings.listener_list[0].host,
+            self.port,
+            ",".join(self.storage_settings.log_dirs),
+        )
+
+    async def _load_metadata(self) -> str:
+        """Load the metadata and this cluster's id (created by the first broker)."""
+        await self.store.load()
+        return await self.store.ensure_cluster_id(self.settings.cluster_id)
+
+    async def _listen(self) -> Endpoint:
+        """Open the listener (connections wait for the handlers); the advertised endpoint."""
+        s = self.settings
         listener = s.listener_list[0]
         self._server = await asyncio.start_server(
             self._on_connection,
@@ -122,31 +145,35 @@ class BrokerServer:
         )
         self.port = self._server.sockets[0].getsockname()[1]
         adv = s.advertised_listener_list[0]
-        endpoint = Endpoint(
-            s.node_id, adv.host or "127.0.0.1", adv.port or self.port, s.broker_rack
-        )
+        return Endpoint(s.node_id, adv.host or "127.0.0.1", adv.port or self.port, s.broker_rack)
+
+    async def _register(self, endpoint: Endpoint, logs: LogManager) -> None:
+        """Register with this broker's directory ids: a session when elected, else directly."""
+        s = self.settings
         dirs = [
-            to_kafka_str(d.directory_id)
-            for d in self.logs.describe_dirs(topics=[])
-            if d.directory_id
+            to_kafka_str(d.directory_id) for d in logs.describe_dirs(topics=[]) if d.directory_id
         ]
         registration = BrokerRegistration(
             s.node_id, endpoint.host, endpoint.port, s.broker_rack, dirs
         )
-        if self.cluster is not None:
-            self.lifecycle = BrokerLifecycle(
-                self.etcd,
-                prefix=s.etcd_prefix,
-                registration=registration,
-                session_timeout_ms=s.broker_session_timeout_ms,
-                heartbeat_interval_ms=s.broker_heartbeat_interval_ms,
-            )
-            await self.lifecycle.register_when_free()
-        else:
+        if self.cluster is None:
             await self.controller.register(registration)
-        self.replicas = ReplicaManager(
+            return
+        self.lifecycle = BrokerLifecycle(
+            self.etcd,
+            prefix=s.etcd_prefix,
+            registration=registration,
+            session_timeout_ms=s.broker_session_timeout_ms,
+            heartbeat_interval_ms=s.broker_heartbeat_interval_ms,
+        )
+        await self.lifecycle.register_when_free()
+
+    def _wire_services(self, endpoint: Endpoint, logs: LogManager) -> ApiContext:
+        """The replica manager, the group coordinator and the handlers' view of them."""
+        s = self.settings
+        self.replicas = replicas = ReplicaManager(
             node_id=s.node_id,
-            logs=self.logs,
+            logs=logs,
             metadata=self.store,
             assigner=self.controller,
             static_configs=self.static_configs,
@@ -155,7 +182,6 @@ class BrokerServer:
             endpoints=self._endpoint_of,
             replica_lag_time_max_ms=s.replica_lag_time_max_ms,
         )
-        replicas = self.replicas
 
         def append_offsets(partition: int, batch: bytes) -> None:
             replicas.append(TopicPartition(OFFSETS_TOPIC, partition), batch)
@@ -170,22 +196,27 @@ class BrokerServer:
                 clock=self.clock,
             ),
         )
-        context = ApiContext(
+        return ApiContext(
             settings=s,
             endpoint=endpoint,
-            logs=self.logs,
+            logs=logs,
             controller=self.controller,
-            replicas=self.replicas,
+            replicas=replicas,
             authorizer=self.authorizer,
             clock=self.clock,
             static_configs=self.static_configs,
             groups=self.groups,
         )
-        self.apis = KafkaApis(context, registry)
+
+    async def _bring_up_replicas(self, context: ApiContext, logs: LogManager) -> None:
+        """Local replicas and coordination first, then background work, following the
+        metadata, and (elected) unfencing and campaigning."""
+        assert self.replicas is not None
+        assert self.groups is not None
         await self.replicas.start()
         self.groups.sync_leadership(led_offsets_partitions(context))
         compaction = CompactionScheduler(
-            self.logs,
+            logs,
             lambda name: t.configs if (t := self.store.topics.get(name)) is not None else None,
             settings=self.storage_settings,
             clock=self.clock,
@@ -201,27 +232,26 @@ class BrokerServer:
             await self.lifecycle.set_fenced(False)
             self._tasks.append(asyncio.create_task(self.lifecycle.run()))
             await self.cluster.start()
+
+    def _watch_directories(self, logs: LogManager) -> None:
+        """React to offline directories (those found at start-up too) and report replica
+        directories to the controller every ``DIR_REPORT_INTERVAL_S``."""
+        assert self.replicas is not None
         loop = asyncio.get_running_loop()
 
-        def offline_listener(path: str) -> None:  # storage thread -> event loop
+        def offline_listener(path: str) -> None:  # failure handler thread -> event loop
             loop.call_soon_threadsafe(self._on_dir_offline, path)
 
-        self.logs.add_offline_listener(offline_listener)
-        for path in self.logs.offline_dirs:
+        logs.add_offline_listener(offline_listener)
+        for path in logs.offline_dirs:
             self._on_dir_offline(path)
         self._reporter = asyncio.create_task(self.replicas.report_loop(DIR_REPORT_INTERVAL_S))
-        if s.metrics_listener:
-            host, _, mport = s.metrics_listener.rpartition(":")
-            self.metrics = MetricsServer(self.logs, node_id=s.node_id)
+
+    async def _start_metrics(self, logs: LogManager) -> None:
+        if self.settings.metrics_listener:
+            host, _, mport = self.settings.metrics_listener.rpartition(":")
+            self.metrics = MetricsServer(logs, node_id=self.settings.node_id)
             await self.metrics.start(host or "127.0.0.1", int(mport))
-        log.info(
-            "broker %d started: cluster %s, listening on %s:%d, log dirs %s",
-            s.node_id,
-            cluster_id,
-            listener.host,
-            self.port,
-            ",".join(self.storage_settings.log_dirs),
-        )
 
     async def _run_groups(self, context: ApiContext) -> None:
         """Drive the group coordinator: its timers every ``GROUP_TICK_S``, and once a second
@@ -302,6 +332,8 @@ class BrokerServer:
         task.add_done_callback(self._connections.discard)
 
     async def stop(self) -> None:
+        """Stop in reverse: leave the cluster, stop background work, stop serving, close
+        storage cleanly, close etcd. Idempotent."""
         if self._stopped:
             return
         self._stopped = True
@@ -309,15 +341,26 @@ class BrokerServer:
             await self.cluster.stop()  # resign: a successor need not wait for the lease
         if self.lifecycle is not None:
             await self.lifecycle.close()  # end the session: leadership moves away now
+        await self._cancel_tasks()
+        if self.replicas is not None:
+            await self.replicas.close()
+        if self.metrics is not None:
+            await self.metrics.stop()
+        await self._close_connections()
+        if self.logs is not None:
+            await asyncio.to_thread(self.logs.close)
+        await self.etcd.close()
+        log.info("broker %d stopped cleanly", self.settings.node_id)
+
+    async def _cancel_tasks(self) -> None:
         for task in [self._reporter, *self._background, *self._tasks]:
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        if self.replicas is not None:
-            await self.replicas.close()
-        if self.metrics is not None:
-            await self.metrics.stop()
+
+    async def _close_connections(self) -> None:
+        """Stop accepting, let in-flight requests finish (bounded), close the rest."""
         if self._server is not None:
             self._server.close()
         if self._connections:
@@ -329,7 +372,3 @@ class BrokerServer:
             await asyncio.gather(*pending, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
-        if self.logs is not None:
-            await asyncio.to_thread(self.logs.close)
-        await self.etcd.close()
-        log.info("broker %d stopped cleanly", self.settings.node_id)
