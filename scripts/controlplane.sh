@@ -9,6 +9,8 @@
 #   scripts/controlplane.sh status        exit 0 when running, 3 when not
 #   scripts/controlplane.sh versions [--node]  print the version of every binary
 #   scripts/controlplane.sh import-image ARCHIVE...   load image archives into the node
+#   scripts/controlplane.sh load-images   build/import Spindle's and etcd's images (prints names)
+#   scripts/controlplane.sh exec -- CMD   run CMD on the node with cluster DNS (a host client)
 #   scripts/controlplane.sh fail-volume|restore-volume PV MODE   break/mend one PV's file system
 #                                     (MODE: read-only, full, permissions, io-error)
 #
@@ -23,9 +25,9 @@ PYTHON="$ROOT/.venv/bin/python"
 [[ -x "$PYTHON" ]] || PYTHON=python3
 cmd="${1:-}"
 case "$cmd" in
-    up | down | env | status | versions | import-image | fail-volume | restore-volume) ;;
+    up | down | env | status | versions | import-image | fail-volume | restore-volume | exec | load-images) ;;
     *)
-        sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2
         exit 2
         ;;
 esac

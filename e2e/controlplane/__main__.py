@@ -4,25 +4,37 @@
 ``up`` recorded in DIR (draining and cleaning up the node); ``env`` prints shell ``export`` lines
 for KUBECONFIG and PATH; ``status`` exits 0 when running; ``versions`` prints every binary's
 version; ``import-image ARCHIVE`` loads an image archive into the node's containerd;
-``fail-volume PV MODE`` / ``restore-volume PV MODE`` break or mend one PV's file system.
+``fail-volume PV MODE`` / ``restore-volume PV MODE`` break or mend one PV's file system;
+``load-images`` builds (when missing) and imports Spindle's image and an etcd image, printing
+``spindle=<name>`` and ``etcd=<name>``; ``exec -- CMD`` runs CMD on the node with cluster DNS.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
 
-from controlplane import images, volumes
-from controlplane.binaries import Binaries, ControlPlaneError, NodeBinaries, iter_versions
+from controlplane import images, spindle_image, volumes
+from controlplane.binaries import (
+    Binaries,
+    ControlPlaneError,
+    NodeBinaries,
+    default_cache,
+    iter_versions,
+)
 from controlplane.local import LocalControlPlane, stop_recorded_cluster
 from controlplane.network import NodeNetwork
+from controlplane.node import cluster_dns_command, etcd_image
 from controlplane.node_config import NodeLayout
 from controlplane.processes import read_record, running_server
 
 COMMANDS = [
     "up",
+    "exec",
+    "load-images",
     "down",
     "env",
     "status",
@@ -75,8 +87,25 @@ def _volume(state: Path, command: str, args: list[str]) -> int:
     return 0
 
 
+def _load_images(state: Path) -> int:
+    layout = _layout(state)
+    ctr = NodeBinaries.find().ctr
+    spindle = spindle_image.ensure(Path(__file__).resolve().parents[2])
+    etcd_archive, etcd_name = etcd_image(Binaries.find().etcd, default_cache() / "images")
+    for archive in (etcd_archive, spindle.archive):
+        images.import_image(ctr, layout.containerd_socket, archive)
+    print(f"spindle={spindle.name}")
+    print(f"etcd={etcd_name}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after "--" is the command `exec` runs, options included.
+    command = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
     args = _parser().parse_args(argv)
+    args.args += command
     state: Path = args.dir.resolve()
     try:
         if args.command == "up":
@@ -96,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
             node = NodeBinaries.find() if args.node else None
             for name, version in iter_versions(Binaries.find(), node):
                 print(f"{name}: {version}")
+        elif args.command == "exec":
+            command = cluster_dns_command(_layout(state), args.args)
+            os.execvp(command[0], command)
+        elif args.command == "load-images":
+            return _load_images(state)
         elif args.command == "import-image":
             layout = _layout(state)
             for archive in args.args:

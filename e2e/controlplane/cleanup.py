@@ -6,7 +6,8 @@
    (its state is under our run dir, so this works after a crash too); stop containerd and then
    its shims (found by the socket address on their command line);
 3. unmount everything under the state and run dirs, deepest first (the kubelet's bind mount of
-   its root dir, volume mounts, overlay roots, the PV file systems), detach their loop devices;
+   its root dir, volume mounts, overlay roots, the PV file systems), detach their loop devices,
+   and delete containerd's data and the volumes' images (gigabytes);
 4. remove the node's cgroups bottom-up, its network namespace and veth, and what upstream writes
    to fixed paths for this node (``/var/lib/cni/results``, ``/var/log/containers`` links).
 
@@ -17,6 +18,7 @@ crash; it only ever signals processes whose command line names this node's paths
 from __future__ import annotations
 
 import contextlib
+import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -50,6 +52,9 @@ def node_down(
     for pid in pids_naming(str(layout.containerd_socket), "containerd-shim-runc-v2"):
         stop_pid(pid, str(layout.containerd_socket), grace=5)
     unmount_under(state, layout.run_dir)
+    # Images and volumes are gigabytes, and test runs keep their state dirs for a while.
+    for bulky in (layout.containerd_dir, state / "volumes"):
+        shutil.rmtree(bulky, ignore_errors=True)
     _remove_cgroups(layout.cgroup_root)
     network.delete(layout.net)
     _remove_fixed_paths(layout)

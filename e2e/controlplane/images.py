@@ -95,10 +95,16 @@ def rootfs_layer(rootfs: Path, out: Path, *, exclude: Sequence[str] = ()) -> Pat
 
 
 def write_image(
-    out: Path, *, name: str, layers: Sequence[Path], config: ImageConfig, created: str
+    out: Path,
+    *,
+    name: str | Sequence[str],
+    layers: Sequence[Path],
+    config: ImageConfig,
+    created: str,
 ) -> str:
-    """Write the image archive ``out`` named ``name`` (``repo:tag``) from layer tars, bottom
-    first; returns the manifest digest. The archive holds each layer once, by its digest."""
+    """Write the image archive ``out`` named ``name`` (``repo:tag``, or several) from layer
+    tars, bottom first; returns the manifest digest. Each layer is held once, by its digest."""
+    names = [name] if isinstance(name, str) else list(name)
     staging: dict[str, bytes | Path] = {}
     layer_descs, diff_ids = [], []
     for layer in layers:
@@ -133,7 +139,6 @@ def write_image(
     )
     manifest_digest = hashlib.sha256(manifest).hexdigest()
     staging[f"blobs/sha256/{manifest_digest}"] = manifest
-    tag = name.rsplit(":", 1)[1] if ":" in name.rsplit("/", 1)[-1] else "latest"
     staging["index.json"] = _json(
         {
             "schemaVersion": 2,
@@ -143,10 +148,11 @@ def write_image(
                     "digest": f"sha256:{manifest_digest}",
                     "size": len(manifest),
                     "annotations": {
-                        "io.containerd.image.name": name,
-                        "org.opencontainers.image.ref.name": tag,
+                        "io.containerd.image.name": each,
+                        "org.opencontainers.image.ref.name": each.rsplit(":", 1)[-1],
                     },
                 }
+                for each in names
             ],
         }
     )
@@ -155,7 +161,7 @@ def write_image(
         [
             {
                 "Config": f"blobs/sha256/{config_digest}",
-                "RepoTags": [name],
+                "RepoTags": names,
                 "Layers": [f"blobs/sha256/{d.removeprefix('sha256:')}" for d in diff_ids],
             }
         ]

@@ -42,6 +42,46 @@ API_NAME = f"kubernetes.default.svc.{CLUSTER_DOMAIN}"
 CGROUP_V1 = Path("/sys/fs/cgroup")
 
 
+def etcd_image(etcd: Path, cache: Path) -> tuple[Path, str]:
+    """An image of the control plane's etcd binary (built from etcd's Go module), at the path
+    etcd's own release image uses, for the chart's etcd StatefulSet: (archive, name)."""
+    name = f"spindle.local/etcd:{_short_hash(etcd)}"
+    archive = images.binary_image(
+        cache / f"etcd-{_short_hash(etcd)}.tar",
+        name=name,
+        binary=etcd,
+        path="/usr/local/bin/etcd",
+        config=images.ImageConfig(entrypoint=["/usr/local/bin/etcd"], user="65532:65532"),
+    )
+    return archive, name
+
+
+def cluster_dns_command(layout: NodeLayout, command: list[str]) -> list[str]:
+    """``command`` run on the node as a process outside any Pod: in the node's network namespace
+    with the cluster's DNS as its resolver (a private mount namespace whose /etc/resolv.conf is
+    bind-mounted from the state dir), so a client on the machine reaches Services and the
+    brokers' advertised names as a Pod would."""
+    resolv = layout.state_dir / "cluster-resolv.conf"
+    resolv.write_text(
+        f"nameserver {service_ip(DNS_SERVICE_INDEX)}\n"
+        f"search svc.{CLUSTER_DOMAIN} {CLUSTER_DOMAIN}\noptions ndots:5\n"
+    )
+    script = 'mount --bind "$1" /etc/resolv.conf && shift && exec "$@"'
+    return [
+        *layout.net.nsenter(),
+        "unshare",
+        "--mount",
+        "--propagation=private",
+        "--",
+        "sh",
+        "-c",
+        script,
+        "sh",
+        str(resolv),
+        *command,
+    ]
+
+
 def coredns_image_name(coredns: Path) -> str:
     return f"spindle.local/coredns:{_short_hash(coredns)}"
 

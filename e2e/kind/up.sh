@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Create the kind cluster, build and load the operator image, install the chart, and
+# Create the kind cluster, build Spindle's image and load it, install the chart, and
 # (with --examples) apply examples/ into namespace spindle-demo. Needs docker, kind, kubectl
-# and helm on PATH. Not run on Spindle's build machines: they have no container engine
-# (see e2e/README.md); there, scripts/controlplane.sh is the path that runs.
+# and helm on PATH, and root for the image build (debootstrap; run ./dev sync first for .venv).
+# Not run on Spindle's build machines: they have no container engine (see e2e/README.md);
+# there, scripts/controlplane.sh up --node is the path that runs, with the same image.
 #
 #   e2e/kind/up.sh [--examples]   create (or reuse) the cluster and install Spindle
 #   e2e/kind/up.sh --delete       delete the cluster
@@ -12,7 +13,6 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 CLUSTER=spindle
-IMAGE="spindle/operator:$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$ROOT/charts/spindle/Chart.yaml")"
 OPERATOR_NAMESPACE=spindle-system
 DEMO_NAMESPACE=spindle-demo
 
@@ -31,12 +31,15 @@ if ! kind get clusters | grep -qx "$CLUSTER"; then
 fi
 kubectl config use-context "kind-$CLUSTER" >/dev/null
 
-docker build -t "$IMAGE" "$ROOT"
-kind load docker-image "$IMAGE" --name "$CLUSTER"
+# The same image archive the local node imports (e2e/controlplane/spindle_image.py): built once
+# per content hash, named spindle:<hash> and spindle:latest (the brokers' default image).
+read -r ARCHIVE IMAGE < <(PYTHONPATH="$ROOT/e2e" "$ROOT/.venv/bin/python" -P -m controlplane.spindle_image)
+kind load image-archive "$ARCHIVE" --name "$CLUSTER"
 
 # The chart's crds/ are installed first by Helm; --wait waits for the operator to be Available.
 helm upgrade --install spindle "$ROOT/charts/spindle" \
-    --namespace "$OPERATOR_NAMESPACE" --create-namespace --wait --timeout 5m
+    --namespace "$OPERATOR_NAMESPACE" --create-namespace --wait --timeout 5m \
+    --set image.tag="${IMAGE#spindle:}"
 kubectl wait --for=condition=Established --timeout=60s \
     crd/brokers.spindle.io crd/logvolumes.spindle.io crd/reassignments.spindle.io crd/rebalances.spindle.io
 

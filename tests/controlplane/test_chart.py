@@ -123,8 +123,8 @@ def test_helm_install_creates_the_operator_and_establishes_the_crds(
         ).stdout
     )
     container = deployment["spec"]["template"]["spec"]["containers"][0]
-    assert container["image"] == "spindle/operator:0.1.0"
-    assert container["args"][:2] == ["run", "--all-namespaces"]
+    assert container["image"] == "spindle:0.1.0"
+    assert container["args"][:3] == ["spindle-operator", "run", "--all-namespaces"]
     kube.kubectl("get", "serviceaccount", f"{release}-operator", "-n", namespace)
     kube.kubectl(
         "wait",
