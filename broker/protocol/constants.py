@@ -40,3 +40,12 @@ class EndpointType(IntEnum):
 
     BROKERS = 1
     CONTROLLERS = 2
+
+
+class AlterConfigOp(IntEnum):
+    """IncrementalAlterConfigs' ``config_operation`` (``AlterConfigOp.OpType``)."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from spindle.broker.common.errors import ErrorCode, KafkaError
 from spindle.broker.controller.controller import ConfigChange
 from spindle.broker.protocol.apis import ApiKey, Request
-from spindle.broker.protocol.constants import ConfigResourceType, ConfigSource
+from spindle.broker.protocol.constants import AlterConfigOp, ConfigResourceType, ConfigSource
 
 from ..authorizer import CLUSTER_NAME, Operation, RequestContext, ResourceType
 from .base import ApiContext, Handlers, config_entry, errors_into
@@ -229,8 +229,10 @@ def _replace_all_changes(
         current = dict(topic.configs) if topic is not None else {}
     else:
         current = dict(broker.controller.store.broker_configs.get(r.resource_name, {}))
-    changes = [ConfigChange(k, SET, v) for k, v in wanted.items()]
-    return changes + [ConfigChange(k, DELETE, None) for k in current if k not in wanted]
+    changes = [ConfigChange(k, AlterConfigOp.SET, v) for k, v in wanted.items()]
+    return changes + [
+        ConfigChange(k, AlterConfigOp.DELETE, None) for k in current if k not in wanted
+    ]
 
 
 async def incremental_alter_configs(
@@ -242,9 +244,6 @@ async def incremental_alter_configs(
 async def alter_configs(broker: ApiContext, ctx: RequestContext, req: Request) -> dict[str, Any]:
     return await _alter_resources(broker, ctx, req, _replace_all_changes)
 
-
-SET, DELETE = 0, 1
-"""IncrementalAlterConfigs operations used to express AlterConfigs' replace-all."""
 
 HANDLERS: Handlers = {
     ApiKey.ALTER_CONFIGS: alter_configs,
