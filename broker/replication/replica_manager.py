@@ -139,6 +139,7 @@ class ReplicaManager:
             isr_writer=isr_writer,
             clock=clock or SystemClock(),
             lag_max_s=replica_lag_time_max_ms / 1000,
+            on_become_leader=self._rebuild_producer_state,
         )
 
     # --- start-up --------------------------------------------------------------------------
@@ -162,6 +163,16 @@ class ReplicaManager:
                 log.warning("cannot rebuild producer state of %s: %s", tp, exc)
         self.apply_dynamic_broker_configs()
         self.roles.apply(self._partitions())
+
+    def _rebuild_producer_state(self, tp: TopicPartition, partition_log: Log) -> None:
+        """A replica becomes leader: its idempotent-producer state comes from its log (the
+        batches it fetched carry the producers' ids and sequences), so a producer retrying a
+        batch the old leader acked gets it recognised as a duplicate here too."""
+        self.producers.forget_partition(tp)
+        try:
+            self.load_producer_state(tp, partition_log)
+        except KafkaError as exc:
+            log.warning("cannot rebuild producer state of %s: %s", tp, exc)
 
     def _sole_replica(self, tp: TopicPartition) -> bool:
         topic = self.metadata.topics.get(tp.topic)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from spindle.broker.common.clock import Clock
@@ -67,6 +67,7 @@ class PartitionRoles:
         isr_writer: IsrWriter | None,
         clock: Clock,
         lag_max_s: float = 30.0,
+        on_become_leader: Callable[[TopicPartition, Log], None] | None = None,
     ) -> None:
         self.node_id = node_id
         self.logs = logs
@@ -74,6 +75,7 @@ class PartitionRoles:
         self.isr_writer = isr_writer
         self.clock = clock
         self.lag_max_s = lag_max_s
+        self._on_become_leader = on_become_leader
         self.leaders: dict[TopicPartition, LeaderState] = {}
         self._follow_epochs: dict[TopicPartition, int] = {}
         self._pending: set[TopicPartition] = set()
@@ -108,6 +110,11 @@ class PartitionRoles:
     ) -> None:
         state = self.leaders.get(tp)
         if state is None or state.leader_epoch != part.leader_epoch:
+            # Taking over from another leader (this broker followed, or led at an older
+            # epoch): what it knows of producers came from elsewhere, so rebuild it from the
+            # replicated log (Kafka rebuilds producer state on becoming leader).
+            if (state is not None or tp in self._follow_epochs) and self._on_become_leader:
+                self._on_become_leader(tp, replica)
             self.leaders[tp] = LeaderState.become_leader(
                 node_id=self.node_id,
                 replicas=list(part.replicas),

@@ -18,11 +18,14 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTP
 from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.protocol.producer import ProduceResponse
 from spindle.broker.controller.etcd import EtcdClient
 from spindle.broker.controller.model import TopicState, is_fenced
 from spindle.broker.controller.store import MetadataStore
+from spindle.broker.records.batch import build_batch
 
 from ..conftest import Broker, Etcd, make_broker
+from ..wire import Wire, fetch_all_values, init_producer_id, produce_batch_request
 
 PARTITIONS = 6
 
@@ -281,3 +284,43 @@ def test_restarted_brokers_catch_up_and_rejoin_the_isr(cluster: Cluster) -> None
     )
     for tag in ("before", "after-controller", "after-broker", "after-restart"):
         _consume(cluster, others, "failover", tag)
+
+
+def test_idempotent_retry_after_a_failover_is_not_written_twice(cluster: Cluster) -> None:
+    alive = {n for n, b in cluster.brokers.items() if b.proc and b.proc.poll() is None}
+    first, second = sorted(alive)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap(alive))
+    admin.create_topics(
+        [
+            NewTopic(
+                "idem",
+                num_partitions=-1,
+                replication_factor=-1,
+                replica_assignments={0: [first, second]},
+            )
+        ]
+    )
+    admin.close()
+    cluster.wait(
+        "the topic's isr",
+        lambda v: "idem" in v.topics and v.topics["idem"].partitions[0].isr == [first, second],
+    )
+    with Wire(cluster.brokers[first].port) as wire:
+        init = init_producer_id(wire)
+    pid, epoch = init.producer_id, init.producer_epoch
+
+    def produce(node: int, seq: int) -> tuple[int, int]:
+        batch = build_batch([b"a", b"b"], producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+        with Wire(cluster.brokers[node].port) as wire:
+            req = produce_batch_request("idem", 0, batch, acks=-1)
+            part = wire.call(req, ProduceResponse).responses[0].partition_responses[0]
+        return part.error_code, part.base_offset
+
+    assert produce(first, 0) == (0, 0)  # acks=all: the follower has it too
+    cluster.brokers[first].kill()
+    cluster.wait("leadership to move", lambda v: v.topics["idem"].partitions[0].leader == second)
+    # The producer never saw the ack and retries on the new leader: recognised, not rewritten.
+    assert produce(second, 0) == (0, 0)
+    assert produce(second, 2) == (0, 2)
+    with Wire(cluster.brokers[second].port) as wire:
+        assert fetch_all_values(wire, "idem") == [b"a", b"b", b"a", b"b"]
