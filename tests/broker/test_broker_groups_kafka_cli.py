@@ -1,6 +1,6 @@
 """Apache Kafka's own tools against a real Spindle broker, for groups and the admin gaps:
 console consumer with and without ``--group``, ``kafka-consumer-groups`` (list, describe,
-reset to earliest, delete), the offsets formatter reading ``__consumer_offsets``,
+reset to earliest, delete offsets, delete), the offsets formatter reading ``__consumer_offsets``,
 ``kafka-consumer-perf-test``, ``kafka-configs`` (alter a broker, describe ``--all``),
 ``kafka-delete-records`` and ``kafka-get-offsets --time -3`` (MAX_TIMESTAMP). The broker runs
 with Kafka's defaults for groups (50 offsets partitions, 3 s initial rebalance delay)."""
@@ -116,6 +116,10 @@ def test_consumer_groups_list_describe_reset_and_delete(cli_broker: Broker) -> N
     assert all(cur == 0 for cur, _ in describe_offsets(cli_broker, "cli-g").values())
     # Reset to the start: the group reads everything again.
     assert sorted(consume(cli_broker, "--group", "cli-g")) == sorted(LINES)
+    # OffsetDelete: the group is empty again, so its offsets of the topic may go.
+    out = groups(cli_broker, "--delete-offsets", "--group", "cli-g", "--topic", TOPIC)
+    assert out.count("Successful") == 3, out
+    assert describe_offsets(cli_broker, "cli-g") == {}
     out = groups(cli_broker, "--delete", "--group", "cli-g")
     assert "Deletion of requested consumer groups ('cli-g') was successful" in out
     assert "cli-g" not in groups(cli_broker, "--list").split()

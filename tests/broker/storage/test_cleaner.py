@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from spindle.broker.common.errors import KafkaStorageError
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.group.records import iter_records
 from spindle.broker.records.batch import build_batch, validate
@@ -179,3 +180,30 @@ def test_cleaner_killed_at_each_step_loses_nothing(
     assert offsets == sorted(set(offsets))
     leftovers = [n for d in dirs for _, _, files in os.walk(d) for n in files if "cleaned" in n]
     assert leftovers == []
+
+
+def test_disk_failure_while_cleaning_takes_the_directory_offline_once(
+    dirs: list[str], open_manager: Opener, clock: FakeClock
+) -> None:
+    lm = open_manager(dirs, clock=clock, **{"log.segment.bytes": 2048})
+    log = lm.get_or_create_log(TP)
+    fill(log, clock, 40)
+    log.roll()
+    before = read_all(log)
+    # Kafka's way to fail a directory: the partition directory is replaced by a file.
+    moved = log.dir_path + ".gone"
+    os.rename(log.dir_path, moved)
+    Path(log.dir_path).write_text("not a directory")
+    with pytest.raises(KafkaStorageError):
+        LogCleaner(clock=clock).clean(log, CompactionConfig(), force=True)
+    assert lm.offline_dirs == [log.logdir_path]
+    with pytest.raises(KafkaStorageError):  # later operations fail at once
+        log.append(build_batch([b"v"], keys=[b"k"], timestamp_ms=clock.wall_ms()))
+    # Nothing was lost: with the directory back, a restart reads every record as before.
+    lm.close()
+    os.unlink(log.dir_path)
+    os.rename(moved, log.dir_path)
+    again = open_manager(dirs, clock=clock, **{"log.segment.bytes": 2048})
+    reopened = again.get_log(TP)
+    assert reopened is not None
+    assert read_all(reopened) == before
