@@ -9,26 +9,9 @@ from spindle.broker.common.errors import ErrorCode, KafkaError
 from spindle.broker.group.coordinator import GroupCoordinator
 from spindle.broker.group.settings import GroupSettings
 
+from ..fakes import FakeClock
 
-class FakeClock:
-    """Manually advanced time (no real waiting)."""
-
-    def __init__(self) -> None:
-        self.mono = 1000.0
-        self.wall = 1_700_000_000_000
-
-    def wall_ms(self) -> int:
-        return self.wall
-
-    def monotonic(self) -> float:
-        return self.mono
-
-    def sleep(self, seconds: float) -> None:
-        self.advance(seconds)
-
-    def advance(self, seconds: float) -> None:
-        self.mono += seconds
-        self.wall += int(seconds * 1000)
+__all__ = ["FakeClock", "MemoryLog", "make_coordinator"]
 
 
 class MemoryLog:

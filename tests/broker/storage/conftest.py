@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -10,28 +9,9 @@ from typing import Any
 import pytest
 from spindle.broker.storage import LogManager, StorageSettings
 
+from ..fakes import FakeClock
 
-class FakeClock:
-    """Manually advanced time; ``sleep`` advances it (no real waiting)."""
-
-    def __init__(self, wall_ms: int = 1_700_000_000_000) -> None:
-        self._wall_ms = wall_ms
-        self._mono = 1000.0
-        self._lock = threading.Lock()
-
-    def wall_ms(self) -> int:
-        return self._wall_ms
-
-    def monotonic(self) -> float:
-        return self._mono
-
-    def sleep(self, seconds: float) -> None:
-        self.advance(seconds)
-
-    def advance(self, seconds: float) -> None:
-        with self._lock:
-            self._mono += seconds
-            self._wall_ms += int(seconds * 1000)
+__all__ = ["FakeClock", "crash", "make_settings"]
 
 
 @pytest.fixture
