@@ -42,7 +42,7 @@ from .apis.groups import led_offsets_partitions
 from .authorizer import AllowAll, Authorizer
 from .compaction import CompactionScheduler
 from .config import BrokerSettings
-from .connection import READ_LIMIT_BYTES, serve_connection
+from .connection import READ_LIMIT_BYTES, serve_connection, set_send_buffer
 from .metrics import MetricsServer
 
 log = logging.getLogger(__name__)
@@ -319,6 +319,7 @@ class BrokerServer:
 
     def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         assert self.apis is not None
+        set_send_buffer(writer, self.settings.socket_send_buffer_bytes)
         task = asyncio.create_task(
             serve_connection(
                 reader,

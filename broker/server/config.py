@@ -69,6 +69,11 @@ class BrokerSettings(GroupSettings):
         ge=64,
         description="Largest request frame accepted; a larger one closes the connection.",
     )
+    socket_send_buffer_bytes: int = Field(
+        102_400,
+        ge=-1,
+        description="SO_SNDBUF of client connections (Kafka's default); -1 = the OS default.",
+    )
     num_partitions: int = Field(1, ge=1, description="Partitions of auto-created topics.")
     default_replication_factor: int = Field(1, ge=1, description="RF of auto-created topics.")
     auto_create_topics_enable: bool = Field(
@@ -133,6 +138,13 @@ class BrokerSettings(GroupSettings):
         ge=0,
         description="How long SIGTERM waits for in-flight requests before closing connections.",
     )
+
+    @field_validator("socket_send_buffer_bytes")
+    @classmethod
+    def _positive_or_os_default(cls, value: int) -> int:
+        if value == 0:
+            raise ValueError("must be positive, or -1 for the OS default")
+        return value
 
     @field_validator("listeners", "advertised_listeners")
     @classmethod

@@ -1,6 +1,10 @@
-"""Pure parts of the server: .properties parsing, settings split, idempotent-producer rules."""
+"""Pure parts of the server: .properties parsing, settings split, idempotent-producer rules,
+socket options."""
 
 from __future__ import annotations
+
+import asyncio
+import socket
 
 import pytest
 from spindle.broker.common.errors import ErrorCode, KafkaError
@@ -12,6 +16,7 @@ from spindle.broker.server.config import (
     parse_properties,
     settings_from_properties,
 )
+from spindle.broker.server.connection import set_send_buffer
 
 TP = TopicPartition("t", 0)
 
@@ -92,3 +97,37 @@ def test_only_the_last_five_batches_are_remembered() -> None:
     assert old.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     with pytest.raises(DuplicateBatch):
         table.check(TP, 1, 0, 1, 1)
+
+
+def test_socket_send_buffer_defaults_to_kafkas_and_refuses_zero() -> None:
+    base = {"node.id": "1", "log.dirs": "/x"}
+    assert settings_from_properties(base)[0].socket_send_buffer_bytes == 102_400
+    os_default = settings_from_properties({**base, "socket.send.buffer.bytes": "-1"})[0]
+    assert os_default.socket_send_buffer_bytes == -1
+    with pytest.raises(ConfigError, match=r"socket\.send\.buffer\.bytes"):
+        settings_from_properties({**base, "socket.send.buffer.bytes": "0"})
+
+
+async def test_connections_get_the_configured_send_buffer() -> None:
+    buffers: list[int] = []
+
+    def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        before = sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+        set_send_buffer(writer, -1)  # the OS default stays
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) == before
+        set_send_buffer(writer, 50_000)
+        buffers.append(sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF))
+        writer.close()
+
+    server = await asyncio.start_server(on_connection, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    _, writer = await asyncio.open_connection("127.0.0.1", port)
+    for _ in range(100):
+        if buffers:
+            break
+        await asyncio.sleep(0.05)
+    writer.close()
+    server.close()
+    await server.wait_closed()
+    assert buffers == [100_000]  # Linux doubles SO_SNDBUF for its bookkeeping (socket(7))
