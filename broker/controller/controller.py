@@ -328,16 +328,7 @@ class SingleBrokerController:
                 topic = self.store.topics.get(name)
                 if topic is None:
                     break
-                changed = {}
-                for p, dir_id in dirs.items():
-                    part = topic.partitions.get(p)
-                    if part is None or node_id not in part.replicas:
-                        continue
-                    i = part.replicas.index(node_id)
-                    if part.directories[i] != dir_id:
-                        new_dirs = list(part.directories)
-                        new_dirs[i] = dir_id
-                        changed[p] = replace(part, directories=new_dirs)
+                changed = _dir_changes(topic, node_id, dirs)
                 if not changed:
                     break
                 try:
@@ -377,26 +368,7 @@ class SingleBrokerController:
         """
         for attempt in range(ASSIGN_ATTEMPTS):
             topic = self._topic(tp.topic)
-            part = topic.partitions.get(tp.partition)
-            if part is None:
-                raise KafkaError(
-                    f"partition {tp} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                )
-            if part.leader != leader_id:
-                raise KafkaError(
-                    f"broker {leader_id} does not lead {tp} (leader {part.leader})",
-                    ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                )
-            if part.leader_epoch != leader_epoch:
-                raise KafkaError(
-                    f"leader epoch {leader_epoch} of {tp} is stale (now {part.leader_epoch})",
-                    ErrorCode.FENCED_LEADER_EPOCH,
-                )
-            if leader_id not in isr or not set(isr) <= set(part.replicas):
-                raise KafkaError(
-                    f"isr {isr} of {tp} must hold the leader and only replicas {part.replicas}",
-                    ErrorCode.INVALID_REQUEST,
-                )
+            part = _isr_request_checked(topic, tp, leader_id, leader_epoch, isr)
             added = [b for b in isr if b not in part.isr and not self._eligible(b)]
             if added:
                 raise KafkaError(
@@ -416,3 +388,47 @@ class SingleBrokerController:
             except MetadataConflict:
                 if attempt == ASSIGN_ATTEMPTS - 1:
                     raise
+
+
+def _dir_changes(
+    topic: TopicState, node_id: int, dirs: Mapping[int, str]
+) -> dict[int, PartitionState]:
+    """The partitions of ``topic`` whose ``node_id`` replica moves to the directory ``dirs``
+    names for it (partitions it does not host, or already there, are left out)."""
+    changed = {}
+    for p, dir_id in dirs.items():
+        part = topic.partitions.get(p)
+        if part is None or node_id not in part.replicas:
+            continue
+        i = part.replicas.index(node_id)
+        if part.directories[i] != dir_id:
+            new_dirs = list(part.directories)
+            new_dirs[i] = dir_id
+            changed[p] = replace(part, directories=new_dirs)
+    return changed
+
+
+def _isr_request_checked(
+    topic: TopicState, tp: TopicPartition, leader_id: int, leader_epoch: int, isr: list[int]
+) -> PartitionState:
+    """The partition an AlterPartition request names, once the request is from its current
+    leader and epoch and the ISR holds the leader and only replicas; else KafkaError."""
+    part = topic.partitions.get(tp.partition)
+    if part is None:
+        raise KafkaError(f"partition {tp} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if part.leader != leader_id:
+        raise KafkaError(
+            f"broker {leader_id} does not lead {tp} (leader {part.leader})",
+            ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        )
+    if part.leader_epoch != leader_epoch:
+        raise KafkaError(
+            f"leader epoch {leader_epoch} of {tp} is stale (now {part.leader_epoch})",
+            ErrorCode.FENCED_LEADER_EPOCH,
+        )
+    if leader_id not in isr or not set(isr) <= set(part.replicas):
+        raise KafkaError(
+            f"isr {isr} of {tp} must hold the leader and only replicas {part.replicas}",
+            ErrorCode.INVALID_REQUEST,
+        )
+    return part
