@@ -352,3 +352,25 @@ async def test_list_groups_filters_by_state(
     names = [g.group_id for g in coord.list_groups(states)]
     expected = {"stable": ["g"], "empty": ["e"]}
     assert names == (expected[next(iter(states)).lower()] if states else ["e", "g"])
+
+
+async def test_group_max_size_refuses_one_member_too_many(
+    store: MemoryLog, clock: FakeClock
+) -> None:
+    coord = make_coordinator(store, clock, **{"group.max.size": 1})
+    await coord.load(partition_for("g", 4))
+    assert (await coord.join_group(join_req())).error is ErrorCode.NONE
+    assert (await coord.join_group(join_req())).error is ErrorCode.GROUP_MAX_SIZE_REACHED
+
+
+async def test_member_id_handed_out_but_never_used_expires(
+    coord: GroupCoordinator, clock: FakeClock
+) -> None:
+    first = await coord.join_group(join_req(require_known=True))
+    assert first.error is ErrorCode.MEMBER_ID_REQUIRED
+    assert first.member_id in coord.groups["g"].pending_members
+    clock.advance(SESSION_MS / 1000 + 0.1)
+    coord.tick()
+    assert coord.groups["g"].pending_members == {}
+    late = await coord.join_group(join_req(first.member_id, require_known=True))
+    assert late.error is ErrorCode.UNKNOWN_MEMBER_ID
