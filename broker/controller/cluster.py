@@ -37,7 +37,7 @@ from spindle.broker.common.ids import TopicPartition
 
 from .controller import ConfigChange, SingleBrokerController
 from .election import ControllerElection, ControllerTerm
-from .etcd import EtcdClient
+from .etcd import EtcdClient, EtcdError
 from .model import PartitionState, TopicState, plan_partitions
 from .partition_change import (
     NO_LEADER,
@@ -50,6 +50,7 @@ from .partition_change import (
     on_broker_fenced,
     on_broker_unfenced,
     on_dirs_offline,
+    preferred_leader_moves,
     start_reassignment,
     unclean_enabled,
 )
@@ -77,6 +78,9 @@ class ClusterController(SingleBrokerController):
         prefix: str,
         lease_ttl_s: int = 3,
         rng: random.Random | None = None,
+        auto_leader_rebalance: bool = True,
+        imbalance_threshold: float = 0.10,
+        imbalance_check_interval_s: float = 300.0,
     ) -> None:
         super().__init__(store, node_id=node_id)
         self._rng = rng or random.Random()
@@ -89,6 +93,10 @@ class ClusterController(SingleBrokerController):
             on_resigned=self._on_resigned,
         )
         self._task: asyncio.Task[None] | None = None
+        self._rebalancer: asyncio.Task[None] | None = None
+        self.auto_leader_rebalance = auto_leader_rebalance
+        self.imbalance_threshold = imbalance_threshold
+        self.imbalance_check_interval_s = imbalance_check_interval_s
         self._reconcile_lock = asyncio.Lock()
         self.decisions = 0
         """Partition changes this broker wrote as the active controller (for tests and logs)."""
@@ -116,10 +124,15 @@ class ClusterController(SingleBrokerController):
         self.store.fence = term.fence()
         self.store.on_fenced = self.election.step_down
         await self.reconcile()
+        if self.auto_leader_rebalance:
+            self._rebalancer = asyncio.create_task(self._rebalance_loop())
 
     async def _on_resigned(self, term: ControllerTerm) -> None:
         self.store.fence = None
         self.store.on_fenced = None
+        if self._rebalancer is not None:
+            self._rebalancer.cancel()
+            self._rebalancer = None
         log.info("node %d is no longer the controller (epoch %d)", self.node_id, term.epoch)
 
     async def _on_metadata(self, delta: MetadataDelta) -> None:
@@ -201,6 +214,36 @@ class ClusterController(SingleBrokerController):
                     return
                 except MetadataConflict:
                     continue  # the store reloaded: plan again on the newer view
+
+    async def _rebalance_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.imbalance_check_interval_s)
+            try:
+                await self.rebalance_leaders()
+            except (KafkaError, EtcdError) as exc:
+                log.warning("auto leader rebalance failed: %s", exc)
+
+    async def rebalance_leaders(self) -> list[tuple[str, int]]:
+        """One auto-leader-rebalance round (active controller only): preferred elections for
+        the partitions :func:`~.partition_change.preferred_leader_moves` names; returns them."""
+        if not self.active:
+            return []
+        active, offline = self._active_brokers(), self._offline_dirs()
+        moves = preferred_leader_moves(
+            self.store.topics.values(),
+            threshold=self.imbalance_threshold,
+            acceptable=lambda _t, p: acceptable_for(p, active=active, offline_dirs=offline),
+        )
+        done = []
+        for name, partition in moves:
+            try:
+                await self.elect_leader(TopicPartition(name, partition), unclean=False)
+                done.append((name, partition))
+            except ControllerFenced:
+                raise
+            except KafkaError as exc:
+                log.info("preferred election of %s-%d skipped: %s", name, partition, exc)
+        return done
 
     # --- requested changes -----------------------------------------------------------------
 

@@ -371,3 +371,28 @@ def leader_imbalance(topics: Iterable[TopicState]) -> dict[int, float]:
             if part.leader != b:
                 not_leading[b] = not_leading.get(b, 0) + 1
     return {b: not_leading.get(b, 0) / n for b, n in preferred.items()}
+
+
+def preferred_leader_moves(
+    topics: Iterable[TopicState],
+    *,
+    threshold: float,
+    acceptable: Callable[[TopicState, PartitionState], Acceptable],
+) -> list[tuple[str, int]]:
+    """The auto leader rebalance (``auto.leader.rebalance.enable``): for every broker whose
+    :func:`leader_imbalance` exceeds ``threshold`` (``leader.imbalance.per.broker.percentage``
+    / 100), the partitions it is preferred for, does not lead, and could lead cleanly now
+    (in the ISR and acceptable), with no reassignment in progress."""
+    topics = list(topics)
+    over = {b for b, ratio in leader_imbalance(topics).items() if ratio > threshold}
+    out = []
+    for topic in topics:
+        for part in sorted(topic.partitions.values(), key=lambda p: p.partition):
+            if not part.replicas or part.adding or part.removing:
+                continue
+            preferred = part.replicas[0]
+            if preferred not in over or part.leader == preferred or preferred not in part.isr:
+                continue
+            if acceptable(topic, part)(preferred):
+                out.append((topic.name, part.partition))
+    return out

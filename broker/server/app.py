@@ -80,6 +80,9 @@ class BrokerServer:
                 node_id=settings.node_id,
                 prefix=settings.etcd_prefix,
                 lease_ttl_s=max(2, settings.controller_lease_ms // 1000),
+                auto_leader_rebalance=settings.auto_leader_rebalance_enable,
+                imbalance_threshold=settings.leader_imbalance_per_broker_percentage / 100,
+                imbalance_check_interval_s=settings.leader_imbalance_check_interval_seconds,
             )
             self.controller = self.cluster
         else:

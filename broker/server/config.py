@@ -123,6 +123,25 @@ class BrokerSettings(GroupSettings):
         ge=1,
         description="An in-sync follower not caught up for this long leaves the ISR.",
     )
+    auto_leader_rebalance_enable: bool = Field(
+        True,
+        alias="auto.leader.rebalance.enable",
+        description="The controller moves leadership back to preferred replicas when a "
+        "broker's imbalance exceeds leader.imbalance.per.broker.percentage.",
+    )
+    leader_imbalance_per_broker_percentage: int = Field(
+        10,
+        alias="leader.imbalance.per.broker.percentage",
+        ge=0,
+        le=100,
+        description="Share of a broker's preferred partitions it may not lead before a rebalance.",
+    )
+    leader_imbalance_check_interval_seconds: int = Field(
+        300,
+        alias="leader.imbalance.check.interval.seconds",
+        ge=1,
+        description="How often the controller checks the leader imbalance.",
+    )
     cluster_id: str | None = Field(
         None,
         description="Expected cluster id; the first broker of a new cluster creates one if unset.",

@@ -18,6 +18,7 @@ from spindle.broker.controller.partition_change import (
     on_broker_fenced,
     on_broker_unfenced,
     on_dirs_offline,
+    preferred_leader_moves,
     start_reassignment,
 )
 
@@ -209,3 +210,19 @@ def test_leader_imbalance_is_the_share_of_preferred_partitions_not_led() -> None
         part(3, [1, 2], 2, [1, 2]),
     )
     assert leader_imbalance([t]) == {1: 2 / 3, 2: 0.0}
+
+
+def test_auto_rebalance_moves_only_clean_preferred_leaders_of_imbalanced_brokers() -> None:
+    t = topic(
+        "t",
+        part(0, [1, 2], 2, [1, 2]),  # 1 preferred, in sync: moves back
+        part(1, [1, 2], 2, [2]),  # 1 preferred but out of sync: stays
+        part(2, [2, 1], 2, [1, 2]),  # already on its preferred leader
+        part(3, [1, 2], 1, [1, 2]),
+    )
+    every = lambda _t, _p: lambda b: True  # noqa: E731
+    # Broker 1 leads 1 of its 3 preferred partitions: imbalance 2/3.
+    assert preferred_leader_moves([t], threshold=0.1, acceptable=every) == [("t", 0)]
+    assert preferred_leader_moves([t], threshold=0.7, acceptable=every) == []
+    down = lambda _t, _p: lambda b: b != 1  # noqa: E731
+    assert preferred_leader_moves([t], threshold=0.1, acceptable=down) == []
