@@ -1,9 +1,11 @@
 """The planner's goals, one module each, behind one interface (``base.Goal``): their bands,
 their violations, how they rank a move's destination, their rows in the exact model.
 
+  ``base``          the interface (``Goal``, ``SoftGoal``) and a placement's figures (``Placed``)
   ``capacity``      hard: no directory ends above the capacity threshold
   ``rack``          hard (unless ``rack_aware`` is off): a partition's replicas spread over racks
   ``broker_bytes``  soft: each broker's utilisation within the band around the cluster mean
+                    (and ``StartLoads``, the snapshot's loads the band starts from)
   ``disk_bytes``    soft: each Active directory's within the band around its broker's mean
   ``counts``        soft: replica and leader counts per broker within their bands
   ``scoring``       how a byte move's destination is ranked, from the goals' weights
