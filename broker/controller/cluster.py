@@ -19,8 +19,9 @@ The decisions themselves are the pure functions of :mod:`.partition_change` and
 :mod:`.placement`; this module only feeds them the current view and writes the result.
 Leaders change their own ISR (expand/shrink) with ``alter_partition_isr`` (Kafka's
 AlterPartition), validated against the leader epoch; a reassignment completes in the ISR write
-that brings its last adding replica in sync. Not here yet (issue #9): ElectLeaders, the
-auto-leader-rebalance task, KIP-1066 cordons reported by brokers, ``log.dir.failure.timeout.ms``.
+that brings its last adding replica in sync. ElectLeaders and the auto leader rebalance
+(``rebalance_leaders``) run preferred elections. Not here yet (issue #9): KIP-1066 cordoned
+directories reported by brokers and honoured by placement.
 """
 
 from __future__ import annotations

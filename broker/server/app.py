@@ -285,7 +285,9 @@ class BrokerServer:
 
     async def _report_offline_dir(self, path: str) -> None:
         """KIP-858: put the failed directory's id on this broker's session (every later
-        heartbeat carries it), so the controller moves leadership off its partitions."""
+        heartbeat carries it), so the controller moves leadership off its partitions. If
+        that cannot be done within ``log.dir.failure.timeout.ms`` while this broker still
+        leads partitions in the directory, shut down: only then is a new leader elected."""
         assert self.logs is not None
         assert self.lifecycle is not None
         dir_ids = [
@@ -293,10 +295,36 @@ class BrokerServer:
             for d in self.logs.describe_dirs(topics=[])
             if d.path == path and d.directory_id
         ]
-        try:
-            await self.lifecycle.report_offline_dirs(dir_ids)
-        except (EtcdError, KafkaError) as exc:
-            log.error("could not report offline directory %s to the controller: %s", path, exc)
+        timeout_s = self.settings.log_dir_failure_timeout_ms / 1000
+        deadline = self.clock.monotonic() + timeout_s
+        while True:
+            try:
+                await self.lifecycle.report_offline_dirs(dir_ids)
+                return
+            except (EtcdError, KafkaError) as exc:
+                log.error("could not report offline directory %s to the controller: %s", path, exc)
+            if self.clock.monotonic() >= deadline:
+                break
+            await asyncio.sleep(min(1.0, timeout_s / 10))
+        led = self._led_in(set(dir_ids))
+        if led and not self.fatal.is_set():
+            self.fatal_reason = (
+                f"the failure of log directory {path} could not be reported to the controller "
+                f"within log.dir.failure.timeout.ms ({self.settings.log_dir_failure_timeout_ms}) "
+                f"and this broker leads {len(led)} partition(s) in it: shutting down"
+            )
+            log.error("%s", self.fatal_reason)
+            self.fatal.set()
+
+    def _led_in(self, dir_ids: set[str]) -> list[TopicPartition]:
+        """Partitions this broker leads whose replica here the metadata places in ``dir_ids``."""
+        node = self.settings.node_id
+        return [
+            TopicPartition(t.name, p.partition)
+            for t in self.store.topics.values()
+            for p in t.partitions.values()
+            if p.leader == node and p.directories[p.replicas.index(node)] in dir_ids
+        ]
 
     def _on_dir_offline(self, path: str) -> None:
         """Called on the loop once per directory going offline (storage's failure handler has

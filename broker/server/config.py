@@ -123,6 +123,13 @@ class BrokerSettings(GroupSettings):
         ge=1,
         description="An in-sync follower not caught up for this long leaves the ISR.",
     )
+    log_dir_failure_timeout_ms: int = Field(
+        30_000,
+        alias="log.dir.failure.timeout.ms",
+        ge=1,
+        description="A broker that cannot tell the controller about a failed log directory "
+        "it leads partitions in for this long shuts down (KIP-858).",
+    )
     auto_leader_rebalance_enable: bool = Field(
         True,
         alias="auto.leader.rebalance.enable",
