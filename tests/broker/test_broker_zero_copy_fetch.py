@@ -52,6 +52,16 @@ def _produce(wire: Wire, start: int, count: int) -> None:
         assert resp.responses[0].partition_responses[0].error_code == 0
 
 
+def _fd_count_settles(pid: int, *, at_most: int, within_s: float = 10.0) -> bool:
+    """Whether the process's open descriptors fall to ``at_most`` within ``within_s``."""
+    deadline = time.monotonic() + within_s
+    while len(os.listdir(f"/proc/{pid}/fd")) > at_most:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def _placement(wire: Wire) -> set[tuple[str, bool]]:
     resp = wire.call(DescribeLogDirsRequest[4](topics=None), DescribeLogDirsResponse)
     return {
@@ -93,9 +103,11 @@ def test_sendfile_fetches_match_copied_batches_across_rolls_and_a_move_swap(
             fds = len(os.listdir(f"/proc/{broker.proc.pid}/fd"))
             for _ in range(5):
                 assert _read_log(wire, per_fetch=1 << 20, until=leo)[0] == copied
-            # At most as many as before: the broker may close an idle descriptor of its own
-            # meanwhile (seen once under load: 17 -> 16), which is not a leak.
-            assert len(os.listdir(f"/proc/{broker.proc.pid}/fd")) <= fds
+            # At most as many as before once the broker has finished with the last answer: it
+            # may close an idle descriptor of its own meanwhile (seen under load: 17 -> 16), and
+            # the last answer's segment range may still be open for a moment after its bytes
+            # arrived (seen under load: 17 -> 18). A leak stays; a range being closed does not.
+            assert _fd_count_settles(broker.proc.pid, at_most=fds), fds
 
             (src,) = {d for d, _ in _placement(wire)}
             dest = next(d for d in broker.log_dirs if d != src)
