@@ -104,6 +104,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, etcd: Etcd) -> Iterator[Cl
             b.stop()
 
 
+def _missing_replica_dirs(cluster: Cluster, topic: str) -> list[tuple[int, int]]:
+    """(broker, partition) pairs with no replica directory in any of the broker's dirs."""
+    return [
+        (n, p)
+        for n, b in cluster.brokers.items()
+        for p in range(PARTITIONS)
+        if not any((Path(d) / f"{topic}-{p}").is_dir() for d in b.log_dirs)
+    ]
+
+
 def _leaders(topic: TopicState) -> dict[int, int]:
     return {p.partition: p.leader for p in topic.partitions.values()}
 
@@ -161,9 +171,14 @@ def test_exactly_one_controller_and_rack_aware_placement(cluster: Cluster) -> No
     assert all(sorted(p.replicas) == [1, 2, 3] and p.isr == p.replicas for p in parts.values())
     # Striped placement spreads leadership: each broker leads two of the six partitions.
     assert sorted(_leaders(view.topics["failover"]).values()) == [1, 1, 2, 2, 3, 3]
-    for b in cluster.brokers.values():
-        for p in range(PARTITIONS):
-            assert any((Path(d) / f"failover-{p}").is_dir() for d in b.log_dirs)
+    # Each broker creates its replicas when the assignment reaches it through its watch, a
+    # moment after the controller wrote it (seen under load: the view had the topic first).
+    deadline = time.monotonic() + 30
+    missing = _missing_replica_dirs(cluster, "failover")
+    while missing and time.monotonic() < deadline:
+        time.sleep(0.1)
+        missing = _missing_replica_dirs(cluster, "failover")
+    assert not missing, f"replicas never created on disk: {missing}"
     _round_trip(cluster, {1, 2, 3}, "failover", "before")
     # acks=all returned: every in-sync replica has the records, so the leaders' high
     # watermarks cover them and the ISR stayed whole.
