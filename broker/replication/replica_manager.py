@@ -22,8 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Protocol
+from collections.abc import Callable, Collection, Mapping
 
 from spindle.broker.common.clock import Clock, SystemClock
 from spindle.broker.common.errors import ErrorCode, KafkaError
@@ -33,6 +32,7 @@ from spindle.broker.records.batch import iter_batches, parse_header
 from spindle.broker.storage import Log, LogManager
 
 from .fetcher import FetcherManager
+from .metadata import DirectoryAssigner, MetadataView, PartitionView, TopicView
 from .producer_state import ProducerStateTable
 from .roles import IsrWriter, PartitionRoles
 
@@ -40,54 +40,6 @@ log = logging.getLogger(__name__)
 
 THROTTLE_KEY = "replica.alter.log.dirs.io.max.bytes.per.second"
 UNLIMITED = (1 << 63) - 1
-
-
-class PartitionView(Protocol):
-    """What the replica manager reads of one partition's metadata."""
-
-    @property
-    def partition(self) -> int: ...
-    @property
-    def replicas(self) -> Sequence[int]: ...
-    @property
-    def directories(self) -> Sequence[str]: ...
-    @property
-    def leader(self) -> int: ...
-    @property
-    def leader_epoch(self) -> int: ...
-    @property
-    def isr(self) -> Sequence[int]: ...
-
-
-class TopicView(Protocol):
-    """What the replica manager reads of one topic's metadata."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def partitions(self) -> Mapping[int, PartitionView]: ...
-
-
-class MetadataView(Protocol):
-    """The cluster metadata as this broker last loaded it (the controller's store)."""
-
-    @property
-    def topics(self) -> Mapping[str, TopicView]: ...
-    @property
-    def cluster_id(self) -> str | None: ...
-    @property
-    def broker_configs(self) -> Mapping[str, Mapping[str, str]]: ...
-
-    async def load(self) -> None: ...
-
-
-class DirectoryAssigner(Protocol):
-    """Records which directory holds a broker's replica (the controller's
-    AssignReplicasToDirs)."""
-
-    async def assign_replica_dirs(
-        self, node_id: int, assignments: Mapping[TopicPartition, str]
-    ) -> None: ...
 
 
 class AppendNotifier:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from spindle.broker.common.clock import Clock
@@ -28,23 +28,9 @@ from spindle.broker.storage import Log, LogManager
 
 from .fetcher import FetcherManager
 from .isr import LeaderState
+from .metadata import PartitionView
 
 log = logging.getLogger(__name__)
-
-
-class ReplicatedPartition(Protocol):
-    """What the roles read of one partition's metadata."""
-
-    @property
-    def partition(self) -> int: ...
-    @property
-    def replicas(self) -> Sequence[int]: ...
-    @property
-    def leader(self) -> int: ...
-    @property
-    def leader_epoch(self) -> int: ...
-    @property
-    def isr(self) -> Sequence[int]: ...
 
 
 class IsrWriter(Protocol):
@@ -80,7 +66,7 @@ class PartitionRoles:
         self._follow_epochs: dict[TopicPartition, int] = {}
         self._pending: set[TopicPartition] = set()
 
-    def apply(self, topics: Mapping[str, Mapping[int, ReplicatedPartition]]) -> None:
+    def apply(self, topics: Mapping[str, Mapping[int, PartitionView]]) -> None:
         """Take the roles the metadata gives (``topics``: name -> partition -> state)."""
         now = self.clock.monotonic()
         led: set[TopicPartition] = set()
@@ -105,9 +91,7 @@ class PartitionRoles:
             del self._follow_epochs[tp]
         self.fetchers.assign(followed)
 
-    def _lead(
-        self, tp: TopicPartition, part: ReplicatedPartition, replica: Log, now: float
-    ) -> None:
+    def _lead(self, tp: TopicPartition, part: PartitionView, replica: Log, now: float) -> None:
         state = self.leaders.get(tp)
         if state is None or state.leader_epoch != part.leader_epoch:
             # Taking over from another leader (this broker followed, or led at an older
@@ -129,7 +113,7 @@ class PartitionRoles:
             state.update_metadata(list(part.replicas), list(part.isr), now)
         self._advance(tp, replica)
 
-    def _follow(self, tp: TopicPartition, part: ReplicatedPartition, replica: Log) -> None:
+    def _follow(self, tp: TopicPartition, part: PartitionView, replica: Log) -> None:
         if self._follow_epochs.get(tp) == part.leader_epoch:
             return
         # A new leader (or the first look after start-up): drop what may not be committed.
