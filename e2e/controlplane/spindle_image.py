@@ -51,6 +51,7 @@ HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 #: Repository paths that make up the app layer.
 SOURCES = ("pyproject.toml", "README.md", "broker", "operator", "rebalance")
 ENTRYPOINT = Path(__file__).with_name("spindle-entrypoint.sh")
+KEEP_ARCHIVES = 4
 
 
 @dataclass(frozen=True)
@@ -288,10 +289,16 @@ def _build(root: Path, cache: Path, base: str, app: str, archive: Path) -> None:
             config=config(),
             created="1970-01-01T00:00:00Z",
         )
-    for old in cache.glob("spindle-*.tar"):  # one app archive is enough; bases are kept
-        if old != archive and not old.name.startswith("spindle-base-"):
-            old.unlink(missing_ok=True)
-            old.with_suffix(".build.log").unlink(missing_ok=True)
+    # Keep the newest few app archives: several clones (engineers, CI) build their own sources
+    # on one machine and share this cache. Bases are kept.
+    apps = sorted(
+        (p for p in cache.glob("spindle-*.tar") if not p.name.startswith("spindle-base-")),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
+    for old in apps[KEEP_ARCHIVES:]:
+        old.unlink(missing_ok=True)
+        old.with_suffix(".build.log").unlink(missing_ok=True)
 
 
 def main() -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
+import sys
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -191,3 +192,88 @@ def test_a_deleted_broker_pod_comes_back_on_the_same_claims_with_its_data(
         "--max-messages", "10", "--timeout-ms", "60000",
     )  # fmt: skip
     assert sorted(consumed.split()) == sorted(f"order-{i}" for i in range(10))
+
+
+SPARK_JOB = """\
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.appName("spindle-image-check").getOrCreate()
+total = spark.sparkContext.parallelize(range(1000), 2).map(lambda x: x * x).sum()
+print(f"SUM-OF-SQUARES {total}")
+spark.stop()
+"""
+#: The driver Pod mounts the job from a ConfigMap (cluster mode runs local:// files).
+DRIVER_TEMPLATE = """\
+apiVersion: v1
+kind: Pod
+spec:
+  containers:
+    - name: spark-kubernetes-driver
+      volumeMounts: [{name: job, mountPath: /job}]
+  volumes:
+    - name: job
+      configMap: {name: spark-job}
+"""
+
+
+def test_spark_on_kubernetes_runs_its_driver_and_executor_from_the_same_image(
+    release: Release, tmp_path: Path
+) -> None:
+    """spark-submit in cluster mode: the image's entrypoint turns Spark's ``driver`` and
+    ``executor`` arguments into the driver (spark-submit in client mode inside the Pod) and an
+    executor Pod that registers with it and runs the job's tasks."""
+    import pyspark
+
+    kube, namespace = release.kube, "spark-check"
+    kube.kubectl("create", "namespace", namespace)
+    kube.kubectl("create", "configmap", "spark-job", "-n", namespace, "--from-literal",
+                 f"job.py={SPARK_JOB}")  # fmt: skip
+    kube.kubectl("create", "serviceaccount", "spark", "-n", namespace)
+    kube.kubectl("create", "rolebinding", "spark", "-n", namespace, "--clusterrole=edit",
+                 f"--serviceaccount={namespace}:spark")  # fmt: skip
+    # spark-submit's Kubernetes client (fabric8) cannot read EC keys in PKCS#8, which the
+    # admin kubeconfig holds: it submits with the ServiceAccount's token instead.
+    token = kube.kubectl("create", "token", "spark", "-n", namespace).stdout.strip()
+    kubeconfig = tmp_path / "spark.kubeconfig"
+    env = dict(kube.env, KUBECONFIG=str(kubeconfig))
+    for args in (
+        ["set-cluster", "c", f"--server={kube.server}", "--embed-certs",
+         f"--certificate-authority={kube.state_dir / 'pki' / 'ca.crt'}"],
+        ["set-credentials", "spark", f"--token={token}"],
+        ["set-context", "c", "--cluster=c", "--user=spark", f"--namespace={namespace}"],
+        ["use-context", "c"],
+    ):  # fmt: skip
+        subprocess.run([str(Binaries.find().kubectl), "config", *args], env=env, check=True,
+                       capture_output=True)  # fmt: skip
+    template = tmp_path / "driver.yaml"
+    template.write_text(DRIVER_TEMPLATE)
+    spark_home = Path(pyspark.__file__).parent
+    conf = {
+        "spark.kubernetes.namespace": namespace,
+        "spark.kubernetes.container.image": release.image,
+        "spark.kubernetes.container.image.pullPolicy": "Never",
+        "spark.kubernetes.authenticate.driver.serviceAccountName": "spark",
+        "spark.kubernetes.driver.podTemplateFile": str(template),
+        "spark.executor.instances": "1",
+        "spark.kubernetes.driver.request.cores": "100m",
+        "spark.kubernetes.executor.request.cores": "100m",
+        "spark.driver.memory": "512m",
+        "spark.executor.memory": "512m",
+        "spark.kubernetes.submission.waitAppCompletion": "true",
+    }
+    submit = [str(spark_home / "bin" / "spark-submit"), "--master", f"k8s://{kube.server}",
+              "--deploy-mode", "cluster", "--name", "check"]  # fmt: skip
+    for key, value in conf.items():
+        submit += ["--conf", f"{key}={value}"]
+    # The driver's Python is the image's (its PYSPARK_PYTHON); this one's would be sent along.
+    env.pop("PYSPARK_PYTHON", None)
+    env["SPARK_HOME"] = str(spark_home)
+    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+    done = subprocess.run([*submit, "local:///job/job.py"], env=env, capture_output=True,
+                          text=True, timeout=600, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    driver = kube.kubectl("get", "pods", "-n", namespace, "-l", "spark-role=driver", "-o",
+                          "jsonpath={.items[0].metadata.name}").stdout  # fmt: skip
+    log = kube.kubectl("logs", "-n", namespace, driver).stdout
+    assert "Registered executor" in log, log[-3000:]
+    assert f"SUM-OF-SQUARES {sum(x * x for x in range(1000))}" in log
+    kube.kubectl("delete", "namespace", namespace, "--wait=false")
