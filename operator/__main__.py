@@ -30,6 +30,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--peering", metavar="NAME", help="coordinate replicas via a KopfPeering")
     run.add_argument("--liveness", metavar="URL", help="e.g. http://0.0.0.0:8080/healthz")
+    run.add_argument(
+        "--bootstrap",
+        metavar="CLUSTER=HOST:PORT[,HOST:PORT]",
+        action="append",
+        default=[],
+        help="reach this cluster's brokers here instead of through their Services (repeatable)",
+    )
+    run.add_argument(
+        "--planner-image",
+        metavar="IMAGE",
+        default="spindle:latest",
+        help="image of the Rebalance planner's Pods (Spark driver and executors too)",
+    )
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     run.add_argument(
         "--dashboard", metavar="HOST:PORT", help="serve the dashboard, e.g. 0.0.0.0:8081"
@@ -69,7 +82,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 secure_cookies=args.dashboard_secure_cookies,
             )
         )
+    bootstrap = {}
+    for item in args.bootstrap:
+        cluster, sep, servers = item.partition("=")
+        if not sep or not cluster or not servers:
+            parser.error(f"--bootstrap wants CLUSTER=HOST:PORT, got {item!r}")
+        bootstrap[cluster] = servers
     kopf.run(
+        memo=kopf.Memo(bootstrap=bootstrap, planner_image=args.planner_image),
         clusterwide=not args.namespace,
         namespaces=args.namespace,
         standalone=args.peering is None,

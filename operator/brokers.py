@@ -4,25 +4,45 @@ The rest of the operator speaks Kubernetes (``spindle.operator.kube``) or is pur
 module imports a Kafka client (import-linter keeps it so), the way the operator talks to
 brokers only through their wire protocol, never their internals.
 
-Today that is the planner's snapshot: ``gather_snapshot`` asks the live cluster three things
-and hands the answers to the pure builder in ``spindle.operator.snapshot``, which holds every
-rule about what the answers mean. kafka-python's admin client blocks, so kopf handlers use
+The planner's snapshot: ``gather_snapshot`` asks the live cluster three things and hands the
+answers to the pure builder in ``spindle.operator.snapshot``, which holds every rule about what
+the answers mean. kafka-python's admin client blocks, so kopf handlers use
 ``gather_snapshot_async``, which runs it off the event loop.
+
+Reassignments: ``ClusterAdmin`` (opened with ``cluster_admin``) makes the calls
+``kafka-reassign-partitions`` makes -- Metadata + DescribeLogDirs + ListPartitionReassignments
+as one ``ClusterView``, AlterPartitionReassignments, AlterReplicaLogDirs, and the throttles
+through IncrementalAlterConfigs -- with a request timeout, a few retries with backoff for
+what a broker restart or a controller move makes fail briefly, and every failure raised as
+``BrokerError`` whose message names the call and the cluster (it goes into a condition as is).
+kafka-python (a maintained admin client with all of these calls since 3.0) does the wire.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
-from typing import Any, Unpack
+import contextlib
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar, Unpack
 
-from kafka.admin import KafkaAdminClient
+# kafka-python loads its protocol schemas with importlib.resources.read_text, deprecated in
+# Python 3.11 (a DeprecationWarning at import, an error under the tests' filterwarnings).
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka import TopicPartition, TopicPartitionReplica
+    from kafka import errors as kafka_errors
+    from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, KafkaAdminClient
 from spindle.operator.snapshot import (
     SnapshotOptions,
     brokers_from_admin,
     build_snapshot,
     partitions_from_admin,
 )
+from spindle.operator.specs.reassignment import TP, TPR, ClusterView, DirInfo
+
+T = TypeVar("T")
 
 
 def gather_snapshot(
@@ -59,3 +79,173 @@ async def gather_snapshot_async(
     return await asyncio.to_thread(
         gather_snapshot, bootstrap_servers, client_config=client_config, **options
     )
+
+
+class BrokerError(RuntimeError):
+    """A Kafka admin call failed for good; the message is fit for a condition."""
+
+
+#: Request timeout of every admin call, and the pauses between tries of a failed one.
+REQUEST_TIMEOUT_MS = 15_000
+BACKOFF_S = (0.5, 1.0, 2.0)
+
+
+def _error_name(error: Any) -> str | None:
+    """kafka-python answers per-partition errors as error classes (or None/NoError)."""
+    if error is None or error is kafka_errors.NoError:
+        return None
+    return str(getattr(error, "__name__", error))
+
+
+class ClusterAdmin:
+    """The calls a reassignment needs, on one admin connection (thread-confined: one
+    reconcile uses one). Open with ``cluster_admin``."""
+
+    def __init__(self, client: KafkaAdminClient, cluster: str) -> None:
+        self._client = client
+        self._cluster = cluster
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        for attempt, pause in enumerate((*BACKOFF_S, None)):
+            try:
+                return fn()
+            except (kafka_errors.KafkaError, OSError) as exc:
+                retriable = getattr(exc, "retriable", True) or isinstance(exc, OSError)
+                if pause is None or not retriable:
+                    raise BrokerError(
+                        f"{what} on cluster {self._cluster} failed"
+                        f"{f' after {attempt + 1} tries' if attempt else ''}: "
+                        f"{type(exc).__name__}: {exc}"
+                    ) from exc
+                time.sleep(pause)
+        raise AssertionError("unreachable")
+
+    def view(self, topics: Sequence[str] | None = None) -> ClusterView:
+        """Metadata, every broker's DescribeLogDirs and the reassignments in progress."""
+        cluster = self._call("DescribeCluster", self._client.describe_cluster)
+        brokers = sorted(int(b["broker_id"]) for b in cluster["brokers"])
+        described = self._call(
+            "Metadata", lambda: self._client.describe_topics(list(topics) if topics else None)
+        )
+        partitions: dict[TP, tuple[int, ...]] = {}
+        for t in described:
+            if int(t.get("error_code", 0)) != 0:
+                continue  # an unknown topic: validation names it
+            for p in t["partitions"]:
+                partitions[(t["name"], int(p["partition_index"]))] = tuple(
+                    int(b) for b in p["replica_nodes"]
+                )
+        log_dirs = self._call(
+            "DescribeLogDirs", lambda: self._client.describe_log_dirs(brokers=brokers)
+        )
+        dirs: dict[int, dict[str, DirInfo]] = {}
+        for entry in log_dirs:
+            per_broker = dirs.setdefault(int(entry["broker"]), {})
+            for d in entry["log_dirs"]:
+                current: dict[TP, int] = {}
+                future: dict[TP, int] = {}
+                for t in d.get("topics") or ():
+                    for p in t["partitions"]:
+                        into = future if p.get("is_future_key") else current
+                        into[(t["name"], int(p["partition_index"]))] = int(p["partition_size"])
+                code = int(d["error_code"])
+                error = None if code == 0 else _error_name(kafka_errors.for_code(code))
+                per_broker[d["log_dir"]] = DirInfo(d["log_dir"], error, current, future)
+        listed = self._call(
+            "ListPartitionReassignments",
+            lambda: self._client.list_partition_reassignments(timeout_ms=REQUEST_TIMEOUT_MS),
+        )
+        reassigning = frozenset((tp.topic, tp.partition) for tp in listed)
+        return ClusterView(frozenset(brokers), partitions, dirs, reassigning)
+
+    def alter_reassignments(self, changes: Mapping[TP, list[int] | None]) -> dict[TP, str]:
+        """AlterPartitionReassignments (None = cancel); the partitions that failed, by error."""
+        if not changes:
+            return {}
+        request = {TopicPartition(t, p): r for (t, p), r in changes.items()}
+        answer = self._call(
+            "AlterPartitionReassignments",
+            lambda: self._client.alter_partition_reassignments(
+                request, timeout_ms=REQUEST_TIMEOUT_MS
+            ),
+        )
+        return {
+            (tp.topic, tp.partition): name
+            for tp, err in answer.items()
+            if (name := _error_name(err)) is not None
+        }
+
+    def alter_log_dirs(self, moves: Mapping[TPR, str]) -> dict[TPR, str]:
+        """AlterReplicaLogDirs; the replicas that failed, by error (REPLICA_NOT_AVAILABLE while
+        a new replica does not exist yet)."""
+        if not moves:
+            return {}
+        request = {TopicPartitionReplica(t, p, b): d for (t, p, b), d in moves.items()}
+        answer = self._call(
+            "AlterReplicaLogDirs", lambda: self._client.alter_replica_log_dirs(request)
+        )
+        return {
+            (r.topic, r.partition, r.broker_id): name
+            for r, err in answer.items()
+            if (name := _error_name(err)) is not None
+        }
+
+    def set_configs(
+        self,
+        brokers: Mapping[int, Mapping[str, str | None]],
+        topics: Mapping[str, Mapping[str, str | None]],
+    ) -> None:
+        """IncrementalAlterConfigs: SET each value, DELETE each None."""
+        resources = [
+            ConfigResource(kind, name, {k: _op(v) for k, v in cfg.items()})
+            for kind, items in (
+                (ConfigResourceType.BROKER, {str(b): c for b, c in brokers.items()}),
+                (ConfigResourceType.TOPIC, dict(topics)),
+            )
+            for name, cfg in items.items()
+            if cfg
+        ]
+        if not resources:
+            return
+        answer = self._call(
+            "IncrementalAlterConfigs",
+            lambda: self._client.alter_configs(resources, raise_on_unknown=False, incremental=True),
+        )
+        failed = [
+            f"{kind} {name}: {err}"
+            for kind, by_name in answer.items()
+            for name, err in by_name.items()
+            if err != "OK"
+        ]
+        if failed:
+            raise BrokerError(f"throttles on cluster {self._cluster}: " + "; ".join(failed))
+
+
+def _op(value: str | None) -> tuple[AlterConfigOp, str | None]:
+    return (AlterConfigOp.DELETE, None) if value is None else (AlterConfigOp.SET, value)
+
+
+@contextlib.contextmanager
+def cluster_admin(
+    cluster: str,
+    bootstrap_servers: str | Sequence[str],
+    *,
+    client_config: Mapping[str, Any] | None = None,
+) -> Iterator[ClusterAdmin]:
+    """An admin connection to ``cluster``; a cluster that cannot be reached is a
+    ``BrokerError`` naming the addresses tried."""
+    servers = [bootstrap_servers] if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
+    try:
+        client = KafkaAdminClient(
+            bootstrap_servers=servers,
+            request_timeout_ms=REQUEST_TIMEOUT_MS,
+            **dict(client_config or {}),
+        )
+    except (kafka_errors.KafkaError, OSError) as exc:
+        raise BrokerError(
+            f"cluster {cluster} is not reachable at {', '.join(servers)}: {type(exc).__name__}"
+        ) from exc
+    try:
+        yield ClusterAdmin(client, cluster)
+    finally:
+        client.close()

@@ -9,6 +9,13 @@ overlap (one lock per Broker; kopf runs sync handlers in a thread pool).
 No timers or deletion handlers: either would make kopf put a finalizer on every Broker, and
 a Broker must stay deletable (its owned objects are garbage-collected) even when the
 operator is not running.
+
+Reassignments and Rebalances likewise get no kopf timer (it would put kopf's finalizer on every one): an
+event handler passes one as soon as it is created or its spec changes or it is being
+deleted, and remembers the unfinished ones; one watcher thread passes each unfinished one
+every ``WATCH_SECONDS``. After a restart kopf lists every Reassignment again, so the watcher
+resumes exactly the unfinished ones (their state is in their status, nothing starts twice).
+The only finalizer is the reconciler's own, present while data moves.
 """
 
 from __future__ import annotations
@@ -21,14 +28,20 @@ from typing import Any
 
 import kopf
 from spindle.operator import specs
-from spindle.operator.kube import BROKERS, KubeApi, KubeError, post_event
+from spindle.operator.kube import BROKERS, REASSIGNMENTS, REBALANCES, KubeApi, KubeError, post_event
 from spindle.operator.reconcile import reconcile_broker
+from spindle.operator.reconcile.reassignment import bootstrap_for, reconcile_reassignment
+from spindle.operator.reconcile.rebalance import FINAL as REBALANCE_FINAL
+from spindle.operator.reconcile.rebalance import reconcile_rebalance
 from spindle.operator.specs import SpecError
+from spindle.operator.specs.reassignment import FINAL_PHASES
 
 OWNED = {"app.kubernetes.io/managed-by": specs.MANAGED_BY}
 # A failed reconcile (API server briefly unavailable, a conflict) is retried this much later
 # instead of kopf's default minute.
 RETRY_SECONDS = 10.0
+# How often an unfinished Reassignment is looked at (progress, completion, rollback).
+WATCH_SECONDS = 2.0
 
 
 class BrokerLocks:
@@ -71,13 +84,27 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
         prefix="spindle.io", key="last-handled-configuration"
     )
     settings.posting.level = logging.WARNING
+    # kafka-python logs every connection at INFO; one admin connection per pass would bury
+    # the operator's own log.
+    logging.getLogger("kafka").setLevel(logging.WARNING)
     settings.execution.max_workers = 4
     memo.api = KubeApi.from_environment()
     memo.locks = BrokerLocks()
+    memo.reassignment_locks = BrokerLocks()
+    memo.unfinished = set()
+    memo.setdefault("bootstrap", {})
+    memo.setdefault("planner_image", "spindle:latest")
+    memo.watcher_stop = threading.Event()
+    threading.Thread(
+        target=_watch_reassignments, args=(memo,), name="reassignment-watcher", daemon=True
+    ).start()
 
 
 @kopf.on.cleanup()
 def close(memo: kopf.Memo, **_: Any) -> None:
+    stop = memo.get("watcher_stop")
+    if isinstance(stop, threading.Event):
+        stop.set()
     api = memo.pop("api", None)
     if isinstance(api, KubeApi):
         api.close()
@@ -144,3 +171,121 @@ def owned_changed(
     broker = labels.get(specs.LABEL_BROKER)
     if broker:
         reconcile_by_name(memo, namespace or "default", broker, logger)
+
+
+def _emitter(
+    api: KubeApi, body: Mapping[str, Any], logger: logging.Logger | logging.LoggerAdapter[Any]
+) -> Any:
+    def emit(type_: str, reason: str, message: str) -> None:
+        logger.info("%s %s: %s", type_, reason, message)
+        try:
+            post_event(api, dict(body), type_=type_, reason=reason, message=message, now=_now())
+        except KubeError as exc:  # an Event is a courtesy; never fail the pass for it
+            logger.warning("could not record event %s: %s", reason, exc)
+
+    return emit
+
+
+def pass_once(
+    memo: kopf.Memo,
+    kind: str,
+    namespace: str,
+    name: str,
+    logger: logging.Logger | logging.LoggerAdapter[Any],
+) -> None:
+    """One pass over a Reassignment or Rebalance as it is now; remembered while unfinished."""
+    api = _api(memo)
+    key = (kind, namespace, name)
+    with memo.reassignment_locks(kind + "/" + namespace, name):
+        now = datetime.datetime.now(datetime.UTC)
+        if kind == "reassignments":
+            body = api.get(REASSIGNMENTS, namespace, name)
+            if body is None:
+                memo.unfinished.discard(key)
+                return
+            status = reconcile_reassignment(
+                api, body, now=now, emit=_emitter(api, body, logger), bootstrap=memo.bootstrap
+            )
+            finished = status.get("phase") in FINAL_PHASES
+        else:
+            body = api.get(REBALANCES, namespace, name)
+            if body is None:
+                memo.unfinished.discard(key)
+                return
+            cluster = (body.get("spec") or {}).get("cluster", "")
+            status = reconcile_rebalance(
+                api,
+                body,
+                now=now,
+                emit=_emitter(api, body, logger),
+                image=memo.planner_image,
+                bootstrap=bootstrap_for(api, namespace, cluster, memo.bootstrap),
+            )
+            finished = status.get("phase") in REBALANCE_FINAL
+        if finished:
+            memo.unfinished.discard(key)
+        else:
+            memo.unfinished.add(key)
+
+
+def _on_event(
+    kind: str,
+    event: Mapping[str, Any],
+    body: Mapping[str, Any],
+    namespace: str | None,
+    name: str,
+    memo: kopf.Memo,
+    logger: logging.Logger | logging.LoggerAdapter[Any],
+    final: frozenset[str],
+) -> None:
+    """Pass at once when new, changed (``spec.cancel``, ``spec.approve``, ``spec.stop``, the
+    approve annotation), being deleted, or first seen by this operator (start-up); its own
+    status writes are left to the watcher."""
+    key = (kind, namespace or "default", name)
+    if event.get("type") == "DELETED":
+        memo.unfinished.discard(key)
+        return
+    meta, status = body.get("metadata") or {}, body.get("status") or {}
+    changed = status.get("observedGeneration") != meta.get("generation")
+    approve = (meta.get("annotations") or {}).get("spindle.io/approve")
+    if status.get("phase") in final and not changed:
+        return
+    if changed or meta.get("deletionTimestamp") or approve or key not in memo.unfinished:
+        pass_once(memo, kind, key[1], name, logger)
+
+
+@kopf.on.event(specs.GROUP, specs.VERSION, "reassignments")
+def reassignment_event(
+    event: Mapping[str, Any],
+    body: Mapping[str, Any],
+    namespace: str | None,
+    name: str,
+    memo: kopf.Memo,
+    logger: logging.Logger | logging.LoggerAdapter[Any],
+    **_: Any,
+) -> None:
+    _on_event("reassignments", event, body, namespace, name, memo, logger, FINAL_PHASES)
+
+
+@kopf.on.event(specs.GROUP, specs.VERSION, "rebalances")
+def rebalance_event(
+    event: Mapping[str, Any],
+    body: Mapping[str, Any],
+    namespace: str | None,
+    name: str,
+    memo: kopf.Memo,
+    logger: logging.Logger | logging.LoggerAdapter[Any],
+    **_: Any,
+) -> None:
+    _on_event("rebalances", event, body, namespace, name, memo, logger, REBALANCE_FINAL)
+
+
+def _watch_reassignments(memo: kopf.Memo) -> None:
+    """Every ``WATCH_SECONDS``, one pass over each unfinished Reassignment and Rebalance."""
+    logger = logging.getLogger("spindle.operator.watcher")
+    while not memo.watcher_stop.wait(WATCH_SECONDS):
+        for kind, namespace, name in sorted(memo.unfinished.copy()):
+            try:
+                pass_once(memo, kind, namespace, name, logger)
+            except Exception:  # one failing pass must not stop the watcher
+                logger.exception("pass over %s %s/%s failed", kind, namespace, name)

@@ -13,8 +13,10 @@ from spindle.operator.kube.client import KubeApi, KubeError
 from spindle.operator.kube.events import post_event
 from spindle.operator.kube.resources import (
     BROKERS,
+    CLUSTERROLES,
     CONFIGMAPS,
     EVENTS,
+    JOBS,
     LOGVOLUMES,
     PERSISTENTVOLUMES,
     PODS,
@@ -22,14 +24,18 @@ from spindle.operator.kube.resources import (
     REASSIGNMENTS,
     REBALANCES,
     RESOURCES_BY_KIND,
+    ROLEBINDINGS,
+    SERVICEACCOUNTS,
     SERVICES,
     Resource,
 )
 
 __all__ = [
     "BROKERS",
+    "CLUSTERROLES",
     "CONFIGMAPS",
     "EVENTS",
+    "JOBS",
     "LOGVOLUMES",
     "PERSISTENTVOLUMES",
     "PODS",
@@ -37,6 +43,8 @@ __all__ = [
     "REASSIGNMENTS",
     "REBALANCES",
     "RESOURCES_BY_KIND",
+    "ROLEBINDINGS",
+    "SERVICEACCOUNTS",
     "SERVICES",
     "KubeApi",
     "KubeError",

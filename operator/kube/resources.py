@@ -50,6 +50,10 @@ CONFIGMAPS = Resource("", "v1", "configmaps")
 SERVICES = Resource("", "v1", "services")
 EVENTS = Resource("", "v1", "events")
 PERSISTENTVOLUMES = Resource("", "v1", "persistentvolumes", namespaced=False)
+SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts")
+JOBS = Resource("batch", "v1", "jobs")
+ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings")
+CLUSTERROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", namespaced=False)
 BROKERS = Resource(GROUP, VERSION, "brokers")
 LOGVOLUMES = Resource(GROUP, VERSION, "logvolumes")
 REASSIGNMENTS = Resource(GROUP, VERSION, "reassignments")
@@ -61,6 +65,10 @@ RESOURCES_BY_KIND = {
     "ConfigMap": CONFIGMAPS,
     "Service": SERVICES,
     "PersistentVolume": PERSISTENTVOLUMES,
+    "ServiceAccount": SERVICEACCOUNTS,
+    "Job": JOBS,
+    "RoleBinding": ROLEBINDINGS,
+    "ClusterRole": CLUSTERROLES,
     "Broker": BROKERS,
     "LogVolume": LOGVOLUMES,
     "Reassignment": REASSIGNMENTS,

@@ -1,0 +1,213 @@
+"""The planner's Kubernetes workload for a Rebalance, pure: the Job (Spark in local mode in one
+Pod) or the ``spark-submit --master k8s://`` Job (driver and executor Pods from the same
+image), and the service account and role binding they run as.
+
+Why a Job in both modes: the Job's Pod is what the operator watches (succeeded or failed, with
+its reason), and in ``SparkOnKubernetes`` mode that Pod is ``spark-submit`` in cluster mode with
+``waitAppCompletion``, so it ends when the driver ends and fails when the driver fails.
+``Job`` (local mode) is the default: a planning run is a minute of work on two cores even for a
+million replicas (DESIGN.md §3), and one Pod starts in seconds where a Spark driver plus
+executors need their own scheduling; ``SparkOnKubernetes`` is for clusters where one Pod's
+memory is not enough.
+
+The Pod gathers its own snapshot from the brokers (Metadata + DescribeLogDirs:
+``spindle.operator.workloads.plan_job``) and writes plan and summary into the ConfigMap
+``<rebalance>-plan``, so nothing large passes through the operator or the API server's
+watch of the Rebalance.
+
+RBAC: the planner's ServiceAccount ``spindle-planner`` is bound in the Rebalance's namespace to
+the ClusterRole ``spindle-planner`` (rules: ``PLANNER_RULES``): what Spark's driver needs (Pods,
+Services and ConfigMaps for executors; listing and deleting its own claims) and what the job
+needs to write its ConfigMap. Nothing cluster-wide. The chart does not install that
+ClusterRole yet (nor give the operator the rights to bind it); until it does, an administrator
+creates it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from spindle.operator.specs.meta import Obj
+from spindle.operator.specs.names import API_VERSION, MANAGED_BY, mount_path
+
+PLANNER_ACCOUNT = "spindle-planner"
+PLANNER_CLUSTER_ROLE = "spindle-planner"
+LABEL_REBALANCE = "spindle.io/rebalance"
+JOB_MODES = ("Job", "SparkOnKubernetes")
+PLAN_MODULE = "spindle.operator.workloads.plan_job"
+#: A finished planner Job is removed after this long (its ConfigMap stays with the Rebalance).
+JOB_TTL_SECONDS = 3600
+
+
+def plan_name(rebalance: str) -> str:
+    """``<rebalance>-plan``: the Job and the ConfigMap it writes."""
+    return f"{rebalance}-plan"
+
+
+def _owner(rebalance: Mapping[str, Any]) -> Obj:
+    meta = rebalance["metadata"]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Rebalance",
+        "name": meta["name"],
+        "uid": meta.get("uid", ""),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _labels(rebalance: Mapping[str, Any]) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "spindle-planner",
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        LABEL_REBALANCE: rebalance["metadata"]["name"],
+    }
+
+
+def planner_args(rebalance: Mapping[str, Any], bootstrap: Sequence[str]) -> list[str]:
+    """Arguments of ``plan_job``: where the brokers are, what to plan, where to write."""
+    meta, spec = rebalance["metadata"], rebalance.get("spec") or {}
+    args = [
+        "--bootstrap", ",".join(bootstrap),
+        "--mode", spec.get("mode") or "full",
+        "--namespace", meta["namespace"],
+        "--configmap", plan_name(meta["name"]),
+        "--capacity-threshold", str(spec.get("capacityThresholdPercent") or 80),
+    ]  # fmt: skip
+    if spec.get("brokers"):
+        args += ["--brokers", ",".join(str(b) for b in spec["brokers"])]
+    for v in spec.get("volumes") or []:
+        args += ["--dir", f"{v['brokerId']}:{mount_path(int(v['volumeId']))}"]
+    return args
+
+
+def _planner(spec: Mapping[str, Any]) -> Mapping[str, Any]:
+    planner: Mapping[str, Any] = spec.get("planner") or {}
+    return planner
+
+
+def build_planner_job(
+    rebalance: Mapping[str, Any],
+    *,
+    image: str,
+    bootstrap: Sequence[str],
+    plan_job_file: str,
+) -> Obj:
+    """The planner Job: ``plan_job`` with Spark in local mode, or ``spark-submit`` in cluster
+    mode running the same file in a driver Pod with ``executors`` executor Pods.
+    ``plan_job_file`` is where ``plan_job.py`` is in the image (spark-submit wants a file)."""
+    meta, spec = rebalance["metadata"], rebalance.get("spec") or {}
+    planner = _planner(spec)
+    mode = planner.get("mode") or "Job"
+    name = plan_name(meta["name"])
+    args = planner_args(rebalance, bootstrap)
+    if mode == "SparkOnKubernetes":
+        executors = int(planner.get("executors") or 1)
+        labels = _labels(rebalance)
+        conf = {
+            "spark.kubernetes.namespace": meta["namespace"],
+            "spark.kubernetes.container.image": image,
+            "spark.kubernetes.container.image.pullPolicy": "IfNotPresent",
+            "spark.kubernetes.authenticate.driver.serviceAccountName": PLANNER_ACCOUNT,
+            "spark.kubernetes.driver.pod.name": f"{name}-driver",
+            "spark.kubernetes.executor.podNamePrefix": f"{name}",
+            "spark.kubernetes.submission.waitAppCompletion": "true",
+            "spark.executor.instances": str(executors),
+            "spark.executor.memory": str(planner.get("executorMemory") or "1g"),
+            "spark.driver.memory": str(planner.get("driverMemory") or "1g"),
+            **{f"spark.kubernetes.driver.label.{k}": v for k, v in labels.items()},
+            **{f"spark.kubernetes.executor.label.{k}": v for k, v in labels.items()},
+        }
+        command = [
+            "spark-submit",
+            "--master", "k8s://https://kubernetes.default.svc:443",
+            "--deploy-mode", "cluster",
+            "--name", name,
+            *[item for k, v in conf.items() for item in ("--conf", f"{k}={v}")],
+            f"local://{plan_job_file}",
+            *args,
+        ]  # fmt: skip
+    else:
+        command = ["python3", "-P", "-m", PLAN_MODULE, *args, "--master", "local[*]"]
+    container: Obj = {
+        "name": "planner",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": command,
+        "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    if planner.get("resources"):
+        container["resources"] = dict(planner["resources"])
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": meta["namespace"],
+            "labels": _labels(rebalance),
+            "ownerReferences": [_owner(rebalance)],
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "ttlSecondsAfterFinished": JOB_TTL_SECONDS,
+            "template": {
+                "metadata": {"labels": _labels(rebalance)},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "serviceAccountName": PLANNER_ACCOUNT,
+                    "containers": [container],
+                },
+            },
+        },
+    }
+
+
+def build_planner_account(namespace: str) -> list[Obj]:
+    """ServiceAccount ``spindle-planner`` and its RoleBinding to the chart's ClusterRole."""
+    labels = {"app.kubernetes.io/managed-by": MANAGED_BY}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": PLANNER_ACCOUNT, "namespace": namespace, "labels": labels},
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": PLANNER_ACCOUNT, "namespace": namespace, "labels": labels},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": PLANNER_CLUSTER_ROLE,
+            },
+            "subjects": [
+                {"kind": "ServiceAccount", "name": PLANNER_ACCOUNT, "namespace": namespace}
+            ],
+        },
+    ]
+
+
+#: The rules of the ``spindle-planner`` ClusterRole (the chart installs it; tests apply it).
+PLANNER_RULES: list[Obj] = [
+    {
+        "apiGroups": [""],
+        "resources": ["pods", "services", "configmaps"],
+        "verbs": [
+            "create",
+            "get",
+            "list",
+            "watch",
+            "patch",
+            "update",
+            "delete",
+            "deletecollection",
+        ],
+    },
+    {
+        "apiGroups": [""],
+        "resources": ["persistentvolumeclaims"],
+        "verbs": ["list", "deletecollection"],
+    },
+]

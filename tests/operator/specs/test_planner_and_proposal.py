@@ -1,0 +1,180 @@
+"""Pure builders of a Rebalance: the planner Job in both modes, its RBAC, the proposal in
+status, and the plan split into Reassignments under the concurrency caps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from spindle.operator.reconcile.rebalance import parse_duration
+from spindle.operator.specs import planner, proposal
+from spindle.operator.workloads.plan_job import TEXT_LIMIT, decode, encode
+
+
+def rebalance(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "spindle.io/v1alpha1",
+        "kind": "Rebalance",
+        "metadata": {"name": "rb", "namespace": "kafka", "uid": "u-1"},
+        "spec": {"cluster": "c", "mode": "intra-broker", **spec},
+    }
+
+
+def test_job_mode_runs_plan_job_with_spark_in_local_mode() -> None:
+    job = planner.build_planner_job(
+        rebalance(volumes=[{"brokerId": 2, "volumeId": 1}], mode="remove-volumes"),
+        image="spindle:1", bootstrap=["b0:9092", "b1:9092"], plan_job_file="/x/plan_job.py",
+    )  # fmt: skip
+    assert job["kind"] == "Job"
+    assert job["metadata"]["name"] == "rb-plan"
+    assert job["metadata"]["ownerReferences"][0]["kind"] == "Rebalance"
+    assert job["spec"]["backoffLimit"] == 0
+    pod = job["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "spindle-planner"
+    assert pod["restartPolicy"] == "Never"
+    [c] = pod["containers"]
+    assert c["image"] == "spindle:1"
+    assert c["command"][:4] == ["python3", "-P", "-m", "spindle.operator.workloads.plan_job"]
+    args = c["command"][4:]
+    assert args[args.index("--bootstrap") + 1] == "b0:9092,b1:9092"
+    assert args[args.index("--mode") + 1] == "remove-volumes"
+    assert args[args.index("--configmap") + 1] == "rb-plan"
+    assert args[args.index("--dir") + 1] == "2:/var/lib/spindle/data-1"
+    assert args[-2:] == ["--master", "local[*]"]
+
+
+def test_spark_on_kubernetes_submits_in_cluster_mode_with_the_executors_asked_for() -> None:
+    job = planner.build_planner_job(
+        rebalance(mode="add-brokers", brokers=[3], planner={"mode": "SparkOnKubernetes", "executors": 2}),
+        image="spindle:1", bootstrap=["b0:9092"], plan_job_file="/site/spindle/plan_job.py",
+    )  # fmt: skip
+    command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[0] == "spark-submit"
+    assert command[command.index("--master") + 1].startswith("k8s://https://kubernetes.default")
+    assert command[command.index("--deploy-mode") + 1] == "cluster"
+    conf = dict(command[i + 1].split("=", 1) for i, a in enumerate(command) if a == "--conf")
+    assert conf["spark.executor.instances"] == "2"
+    assert conf["spark.kubernetes.container.image"] == "spindle:1"
+    assert conf["spark.kubernetes.authenticate.driver.serviceAccountName"] == "spindle-planner"
+    assert conf["spark.kubernetes.submission.waitAppCompletion"] == "true"
+    assert conf["spark.kubernetes.driver.label.spindle.io/rebalance"] == "rb"
+    assert "local:///site/spindle/plan_job.py" in command
+    assert command[command.index("--brokers") + 1] == "3"
+    assert "--master" not in command[command.index("local:///site/spindle/plan_job.py") :]
+
+
+def test_planner_account_is_bound_to_the_planner_cluster_role_in_its_namespace_only() -> None:
+    account, binding = planner.build_planner_account("kafka")
+    assert account["kind"] == "ServiceAccount"
+    assert binding["kind"] == "RoleBinding"
+    assert binding["metadata"]["namespace"] == "kafka"
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "spindle-planner"
+    }  # fmt: skip
+    granted = {r for rule in planner.PLANNER_RULES for r in rule["resources"]}
+    assert granted == {"pods", "services", "configmaps", "persistentvolumeclaims"}
+
+
+SNAPSHOT = {
+    "partitions": [
+        {
+            "topic": "t",
+            "partition": 0,
+            "replicas": [1, 2],
+            "logDirs": ["/a", "/b"],
+            "sizeBytes": 10,
+        },
+        {"topic": "t", "partition": 1, "replicas": [1], "logDirs": ["/a"], "sizeBytes": 20},
+        {"topic": "t", "partition": 2, "replicas": [2], "logDirs": ["/b"], "sizeBytes": 30},
+    ]
+}
+PLAN = {
+    "version": 1,
+    "partitions": [
+        {"topic": "t", "partition": 0, "replicas": [1, 3], "log_dirs": ["/a", "/c"]},
+        {"topic": "t", "partition": 1, "replicas": [1], "log_dirs": ["/a2"]},
+        {"topic": "t", "partition": 2, "replicas": [2], "log_dirs": ["/b2"]},
+    ],
+}
+
+
+def test_replica_moves_name_source_and_destination_broker_and_directory() -> None:
+    moves = proposal.replica_moves(SNAPSHOT, PLAN)
+    assert moves == [
+        {"topic": "t", "partition": 0, "sourceBroker": 2, "sourceDir": "/b",
+         "destinationBroker": 3, "destinationDir": "/c", "bytes": 10},
+        {"topic": "t", "partition": 1, "sourceBroker": 1, "sourceDir": "/a",
+         "destinationBroker": 1, "destinationDir": "/a2", "bytes": 20},
+        {"topic": "t", "partition": 2, "sourceBroker": 2, "sourceDir": "/b",
+         "destinationBroker": 2, "destinationDir": "/b2", "bytes": 30},
+    ]  # fmt: skip
+
+
+def test_proposal_renames_the_planners_rows_to_the_crds_fields() -> None:
+    summary = {
+        "mode": "full",
+        "planner": "greedy",
+        "moves": {"total": 3, "crossBroker": 1, "intraBroker": 2},
+        "bytesMoved": {"total": 60, "crossBroker": 10, "intraBroker": 50},
+        "perBroker": [{"id": 1, "bytesBefore": 30, "bytesAfter": 30, "utilisationBefore": 0.3,
+                       "utilisationAfter": 0.3, "replicasBefore": 2, "replicasAfter": 2}],
+        "perDir": [{"broker": 1, "path": "/a", "state": "Active", "bytesBefore": 30, "bytesAfter": 10,
+                    "utilisationBefore": 0.3, "utilisationAfter": 0.1}],
+        "goalStatus": {"DISK_BYTES": {"status": "met"}, "RACK": {"status": "unachievable"}},
+        "unmet": [{"goal": "RACK", "status": "unachievable", "why": "1 out of band"}],
+    }  # fmt: skip
+    p = proposal.proposal(summary, proposal.replica_moves(SNAPSHOT, PLAN), snapshot_time="T")
+    assert p["moves"] == 3
+    assert (p["interBrokerBytes"], p["intraBrokerBytes"]) == (10, 50)
+    assert p["brokers"][0]["brokerId"] == 1
+    assert "replicasBefore" not in p["brokers"][0]
+    assert p["directories"][0]["brokerId"] == 1
+    assert p["directories"][0]["path"] == "/a"
+    assert p["goals"] == [
+        {"name": "DISK_BYTES", "status": "met"},
+        {"name": "RACK", "status": "unachievable", "reason": "1 out of band"},
+    ]
+    assert p["replicaMoves"][0]["destinationDir"] == "/c"
+    assert p["snapshotTime"] == "T"
+
+
+def test_batches_keep_every_cap_and_every_partition_once() -> None:
+    moves = proposal.replica_moves(SNAPSHOT, PLAN)
+    # Per broker 1: partitions 0 and 2 both touch broker 2, so they cannot share a batch.
+    out = proposal.batches(PLAN, moves, proposal.Caps(max_moves=10, per_broker=1, per_disk=10))
+    assert [[p["partition"] for p in b] for b in out] == [[0, 1], [2]]
+    out = proposal.batches(PLAN, moves, proposal.Caps(max_moves=1, per_broker=10, per_disk=10))
+    assert [[p["partition"] for p in b] for b in out] == [[0], [1], [2]]
+    assert proposal.batches({"partitions": []}, [], proposal.Caps()) == []
+
+
+def test_a_batch_becomes_a_reassignment_owned_by_the_rebalance() -> None:
+    body = proposal.reassignment_body(
+        rebalance(throttle={"intraBrokerBytesPerSecond": 5}), 2, PLAN["partitions"][:1]
+    )
+    assert body["metadata"]["name"] == "rb-2"
+    assert body["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    assert body["spec"] == {
+        "cluster": "c",
+        "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 3], "logDirs": ["/a", "/c"]}],
+        "throttle": {"intraBrokerBytesPerSecond": 5},
+    }
+
+
+def test_small_plans_are_text_large_ones_gzipped_and_huge_ones_refused() -> None:
+    small = {"plan.json": "{}", "summary.json": "{}"}
+    assert encode(small) == {"data": small}
+    large = {"plan.json": "x" * (TEXT_LIMIT + 1)}
+    packed = encode(large)
+    assert "binaryData" in packed
+    assert decode(packed) == large
+    noise = {"plan.json": "".join(f"{i * 7919 % 100003:x}" for i in range(400_000))}
+    with pytest.raises(ValueError, match="more than a ConfigMap holds"):
+        encode(noise)
+
+
+def test_proposal_ttl_durations() -> None:
+    assert parse_duration("90s") == 90
+    assert parse_duration("1h30m") == 5400
+    with pytest.raises(ValueError, match="not a duration"):
+        parse_duration("soon")

@@ -1,0 +1,553 @@
+"""Reassignments and Rebalances carried out by the operator, for real: a Spindle broker process
+on loopback with four log directories, each its own small tmpfs, and the operator
+(``spindle-operator run``, its own process, serving ``ra-*`` namespaces with ``--bootstrap``
+pointing at the broker) against the session's real kube-apiserver. Moves are between
+directories of the one broker (AlterReplicaLogDirs through the operator's broker client), under
+the intra-broker throttle the spec gives.
+
+Proven here: moves run with per-partition and overall progress, the throttle set while they run
+and cleared after, every record still there; ``spec.cancel`` and deletion mid-move restore the
+original directories; an operator SIGKILLed mid-move resumes watching after a restart without
+submitting anything again; a Rebalance launches its planner Job (whose command is run beside the
+cluster: this control plane has no node), shows the proposal, executes it on approval as
+Reassignments under ``maxConcurrentMoves`` and completes; a Rebalance no placement can satisfy
+fails with the planner's reason; invalid specs are refused with a condition naming each problem
+(and the API server refuses relative directories and duplicate replicas).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import pytest
+import spindle.broker.protocol.apis  # noqa: F401  (kafka-python's schemas, warnings silenced)
+from controlplane import stop_process_group
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+from kafka.errors import KafkaError
+
+from ..broker.conftest import Broker, Etcd, make_broker
+from ..broker.conftest import etcd as etcd
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.root,
+    pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs per log dir: needs root"),
+]
+
+CLUSTER = "loop"
+TOPIC, CANARY = "moves", "canary"
+PARTITIONS, RECORDS, RECORD_BYTES = 3, 2000, 1000  # 2 MB per partition
+DIR_THROTTLE = "replica.alter.log.dirs.io.max.bytes.per.second"
+FINALIZER = "spindle.io/rollback-on-delete"
+
+
+@contextmanager
+def _tmpfs(path: Path, size: str) -> Iterator[str]:
+    path.mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True)
+    try:
+        yield str(path)
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(path)], check=False)
+        if subprocess.run(["umount", str(path)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+class Operator:
+    """``spindle-operator run`` as a process that a test can SIGKILL and start again."""
+
+    def __init__(self, kube: Any, workdir: Path, bootstrap: str) -> None:
+        self.kube, self.workdir, self.bootstrap = kube, workdir, bootstrap
+        self.log = workdir / "operator.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = {**self.kube.env, "PYTHONUNBUFFERED": "1"}
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "spindle.operator", "run", "--namespace", "ra-*",
+                 "--bootstrap", f"{CLUSTER}={self.bootstrap}"],
+                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.workdir,
+                start_new_session=True,
+            )  # fmt: skip
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group: no cleanup handlers run."""
+        assert self.proc is not None
+        with suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, 9)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            stop_process_group(self.proc)
+
+
+class World:
+    def __init__(self, broker: Broker, dirs: list[str], operator: Operator, ns: Any) -> None:
+        self.broker, self.dirs, self.operator, self.ns = broker, dirs, operator, ns
+        self.admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+
+    def placement(self, topic: str = TOPIC) -> dict[int, str]:
+        """partition -> the directory holding its current (not future) replica."""
+        out = {}
+        for d in self.admin.describe_log_dirs(brokers=[self.broker.node_id])[0]["log_dirs"]:
+            for t in d.get("topics") or ():
+                for p in t["partitions"]:
+                    if t["name"] == topic and not p["is_future_key"]:
+                        out[int(p["partition_index"])] = d["log_dir"]
+        return out
+
+    def futures(self) -> int:
+        return sum(
+            1
+            for d in self.admin.describe_log_dirs(brokers=[self.broker.node_id])[0]["log_dirs"]
+            for t in d.get("topics") or ()
+            for p in t["partitions"]
+            if p["is_future_key"]
+        )
+
+    def dir_throttle(self) -> str | None:
+        res = ConfigResource(ConfigResourceType.BROKER, str(self.broker.node_id))
+        configs = self.admin.describe_configs([res])["broker"][str(self.broker.node_id)]
+        entry = configs.get(DIR_THROTTLE)
+        return None if entry is None else str(entry["value"])
+
+    def apply(self, name: str, moves: dict[int, str], **spec: Any) -> None:
+        partitions = [
+            {"topic": TOPIC, "partition": p, "replicas": [1], "logDirs": [d]}
+            for p, d in moves.items()
+        ]
+        self.create(name, partitions, **spec)
+
+    def create(self, name: str, partitions: list[dict[str, Any]], **spec: Any) -> None:
+        body = {
+            "apiVersion": "spindle.io/v1alpha1",
+            "kind": "Reassignment",
+            "metadata": {"name": name},
+            "spec": {"cluster": CLUSTER, "partitions": partitions, **spec},
+        }
+        self.ns.apply(json.dumps(body))
+
+    def status(self, name: str) -> dict[str, Any]:
+        body = self.ns.get("reassignment", name) or {}
+        status: dict[str, Any] = body.get("status") or {}
+        return status
+
+    def wait(self, what: str, probe: Callable[[], Any], timeout: float = 120) -> Any:
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            last = probe()
+            if last:
+                return last
+            time.sleep(0.2)
+        tail = self.operator.log.read_text(errors="replace")[-3000:]
+        statuses = {n: self.status(n) for n in self.ns.names("reassignments")}
+        pytest.fail(
+            f"timed out waiting for {what}; last {last!r}\nstatuses: {statuses}\n"
+            f"operator log:\n{tail}"
+        )
+
+    def wait_phase(self, name: str, *phases: str, timeout: float = 120) -> dict[str, Any]:
+        status: dict[str, Any] = self.wait(
+            f"{name} in {phases}",
+            lambda: (s := self.status(name)).get("phase") in phases and s,
+            timeout,
+        )
+        return status
+
+    def wait_moving(self, name: str, *, partial: bool = False) -> dict[str, Any]:
+        """Until a copy is under way (a future replica exists); with ``partial``, also until
+        some but not all bytes count as copied. Spindle's DescribeLogDirs reports a future
+        replica's size only when its copy is complete, so ``bytesDone`` grows partition by
+        partition, not within one."""
+
+        def probe() -> dict[str, Any] | None:
+            s = self.status(name)
+            if s.get("phase") != "Moving" or not self.futures():
+                return None
+            if partial and not 0 < int(s.get("bytesDone") or 0) < int(s.get("bytesTotal") or 0):
+                return None
+            return s
+
+        status: dict[str, Any] = self.wait(f"{name} mid-move", probe)
+        return status
+
+    def elsewhere(self, partitions: list[int]) -> dict[int, str]:
+        """Each partition's next directory among the first three (the fourth fails later)."""
+        where = self.placement()
+        return {p: self.dirs[(self.dirs.index(where[p]) + 1) % 3] for p in partitions}
+
+
+def _produce(bootstrap: str) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", batch_size=256 * 1024)
+    for p in range(PARTITIONS):
+        for seq in range(RECORDS):
+            producer.send(TOPIC, _value(p, seq), partition=p)
+    producer.flush()
+    producer.close()
+
+
+def _value(partition: int, seq: int) -> bytes:
+    return f"{partition}:{seq}:".encode().ljust(RECORD_BYTES, b"x")
+
+
+@pytest.fixture(scope="module")
+def world(
+    spindle_crds: Any, etcd: Etcd, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[World]:
+    base = tmp_path_factory.mktemp("reassign")
+    with ExitStack() as stack:
+        dirs = [stack.enter_context(_tmpfs(base / f"disk{i}", "24m")) for i in range(4)]
+        # One mover thread: partitions are copied one after another, so progress is seen
+        # partition by partition (see World.wait_moving).
+        extra = {"file.delete.delay.ms": "0", "num.replica.alter.log.dirs.threads": "1"}
+        broker = make_broker(base / "broker", etcd, log_dirs=dirs, extra=extra)
+        broker.start()
+        stack.callback(broker.stop)
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        # One canary partition per directory first (fewest-logs placement), so that the
+        # fourth directory can be failed for real later by writing to its canary.
+        admin.create_topics([NewTopic(CANARY, num_partitions=4, replication_factor=1)])
+        admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)])
+        admin.close()
+        _produce(broker.bootstrap)
+        operator = Operator(spindle_crds, base, broker.bootstrap)
+        operator.start()
+        stack.callback(operator.stop)
+        ns = stack.enter_context(_namespace(spindle_crds))
+        w = World(broker, dirs, operator, ns)
+        stack.callback(w.admin.close)
+        yield w
+
+
+@contextmanager
+def _namespace(kube: Any) -> Iterator[Any]:
+    from .conftest import temporary_namespace
+
+    with temporary_namespace(kube, "ra") as ns:
+        yield ns
+
+
+def _fail_fourth_dir(w: World) -> str:
+    """Remount the fourth tmpfs read-only and write to its canary until the broker says the
+    directory is offline (DescribeLogDirs KAFKA_STORAGE_ERROR)."""
+    failed = w.dirs[3]
+    canary = next(p for p, d in w.placement(CANARY).items() if d == failed)
+    subprocess.run(["mount", "-o", "remount,ro", failed], check=True)
+    producer = KafkaProducer(bootstrap_servers=w.broker.bootstrap, acks=1, retries=0)
+
+    def offline() -> bool:
+        with suppress(KafkaError):
+            producer.send(CANARY, b"x" * 100, partition=canary).get(timeout=5)
+        dirs = w.admin.describe_log_dirs(brokers=[w.broker.node_id])[0]["log_dirs"]
+        return any(d["log_dir"] == failed and d["error_code"] != 0 for d in dirs)
+
+    w.wait("the fourth directory offline", offline, timeout=60)
+    producer.close()
+    return failed
+
+
+def test_moves_run_throttled_with_progress_and_complete_with_every_record(world: World) -> None:
+    w = world
+    before = w.placement()
+    target = w.elsewhere(list(range(PARTITIONS)))
+    rate = 400 * 1024
+    w.apply("all", target, throttle={"intraBrokerBytesPerSecond": rate})
+    mid = w.wait_moving("all", partial=True)
+    assert mid["partitionsTotal"] == PARTITIONS
+    assert mid["bytesTotal"] >= PARTITIONS * RECORDS * RECORD_BYTES
+    assert {p["phase"] for p in mid["partitions"]} <= {"Moving", "Completed"}
+    assert all(p["originalLogDirs"] == [before[p["partition"]]] for p in mid["partitions"])
+    assert w.dir_throttle() == str(rate)
+    body = w.ns.get("reassignment", "all")
+    assert FINALIZER in body["metadata"]["finalizers"]
+    # Printer columns while it runs: PARTITIONS, PHASE, PROGRESS (%), ETA.
+    table = w.ns.kubectl("get", "reassignments", "all").stdout
+    assert table.split("\n")[0].split() == [
+        "NAME",
+        "CLUSTER",
+        "PARTITIONS",
+        "PHASE",
+        "PROGRESS",
+        "ETA",
+        "AGE",
+    ]
+
+    done = w.wait_phase("all", "Completed", "Failed", timeout=180)
+    assert done["phase"] == "Completed", done
+    assert done["progress"] == "100%"
+    assert done["partitionsDone"] == PARTITIONS
+    assert done["bytesDone"] == done["bytesTotal"]
+    assert done["startTime"] <= done["completionTime"]
+    assert "timeRemaining" not in done
+    assert "throttles" not in done
+    assert w.placement() == target
+    assert w.dir_throttle() is None  # throttle cleared
+    assert FINALIZER not in (w.ns.get("reassignment", "all")["metadata"].get("finalizers") or [])
+    assert len([e for e in w.ns.events("Started") if e["involvedObject"]["name"] == "all"]) == 1
+
+    consumer = KafkaConsumer(bootstrap_servers=w.broker.bootstrap, enable_auto_commit=False,
+                             consumer_timeout_ms=10_000)  # fmt: skip
+    tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+    consumer.assign(tps)
+    consumer.seek_to_beginning()
+    got: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    for msg in consumer:
+        got[msg.partition].append(msg.value)
+        if sum(map(len, got.values())) == PARTITIONS * RECORDS:
+            break
+    consumer.close()
+    for p in range(PARTITIONS):
+        assert got[p] == [_value(p, s) for s in range(RECORDS)], f"partition {p}"
+
+
+def test_cancel_mid_move_restores_the_original_directories(world: World) -> None:
+    w = world
+    before = w.placement()
+    w.apply("cancel-me", w.elsewhere([0]), throttle={"intraBrokerBytesPerSecond": 200 * 1024})
+    w.wait_moving("cancel-me")
+    w.ns.kubectl(
+        "patch", "reassignment", "cancel-me", "--type=merge", "-p", '{"spec":{"cancel":true}}'
+    )
+    status = w.wait_phase("cancel-me", "Cancelled", "Failed")
+    assert status["phase"] == "Cancelled", status
+    assert {p["phase"] for p in status["partitions"]} == {"Cancelled"}
+    assert w.placement() == before
+    assert w.futures() == 0
+    assert w.dir_throttle() is None
+
+
+def test_deleting_mid_move_rolls_back_before_the_object_goes(world: World) -> None:
+    w = world
+    before = w.placement()
+    w.apply("delete-me", w.elsewhere([1]), throttle={"intraBrokerBytesPerSecond": 200 * 1024})
+    w.wait_moving("delete-me")
+    w.ns.kubectl("delete", "reassignment", "delete-me", "--wait=false")
+    w.wait("the deleted reassignment gone", lambda: w.ns.get("reassignment", "delete-me") is None)
+    assert w.placement() == before
+    assert w.futures() == 0
+    assert w.dir_throttle() is None
+
+
+def test_an_operator_killed_mid_move_resumes_without_starting_anything_twice(world: World) -> None:
+    w = world
+    target = w.elsewhere([2])
+    w.apply("survive", target, throttle={"intraBrokerBytesPerSecond": 300 * 1024})
+    mid = w.wait_moving("survive")
+    w.operator.kill()
+    w.operator.start()
+    done = w.wait_phase("survive", "Completed", "Failed", timeout=180)
+    assert done["phase"] == "Completed", done
+    assert done["startTime"] == mid["startTime"]
+    assert len([e for e in w.ns.events("Started") if e["involvedObject"]["name"] == "survive"]) == 1
+    assert w.placement()[2] == target[2]
+    assert w.dir_throttle() is None
+
+
+def _run_planner_job(w: World, name: str) -> subprocess.CompletedProcess[str]:
+    """Run the planner Job's own command (no node in this control plane, so its Pod cannot
+    start here; the same program and arguments run beside it, against the same broker and API
+    server, and write the same ConfigMap)."""
+    job = w.wait(f"Job {name}", lambda: w.ns.get("job", name))
+    command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[:4] == ["python3", "-P", "-m", "spindle.operator.workloads.plan_job"]
+    env = {**w.operator.kube.env, "PYTHONUNBUFFERED": "1"}
+    return subprocess.run(
+        [sys.executable, *command[1:]], env=env, cwd=w.operator.workdir,
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+
+
+SKEWED, SKEWED_PARTITIONS, SKEWED_RECORDS = "skewed", 8, 500  # 0.5 MB per partition
+
+
+def _made_by(w: World, rebalance: str) -> set[str]:
+    """Reassignments a Rebalance created (they carry its label)."""
+    out = w.ns.kubectl(
+        "get", "reassignments", "-l", f"spindle.io/rebalance={rebalance}", "-o", "json"
+    )
+    return {item["metadata"]["name"] for item in json.loads(out.stdout)["items"]}
+
+
+def test_rebalance_plans_proposes_and_executes_once_approved(world: World) -> None:
+    w = world
+    hot = w.dirs[0]
+    # Eight half-megabyte partitions, all moved onto one directory: four disks can hold two
+    # each, inside the planner's balance band.
+    w.admin.create_topics(
+        [NewTopic(SKEWED, num_partitions=SKEWED_PARTITIONS, replication_factor=1)]
+    )
+    producer = KafkaProducer(bootstrap_servers=w.broker.bootstrap, acks="all")
+    for p in range(SKEWED_PARTITIONS):
+        for seq in range(SKEWED_RECORDS):
+            producer.send(SKEWED, _value(p, seq), partition=p)
+    producer.flush()
+    producer.close()
+    w.create("skew", [
+        {"topic": SKEWED, "partition": p, "replicas": [1], "logDirs": [hot]}
+        for p in range(SKEWED_PARTITIONS)
+    ])  # fmt: skip
+    assert w.wait_phase("skew", "Completed", "Failed")["phase"] == "Completed"
+    w.ns.apply(json.dumps({
+        "apiVersion": "spindle.io/v1alpha1", "kind": "Rebalance", "metadata": {"name": "rb"},
+        "spec": {"cluster": CLUSTER, "mode": "intra-broker", "maxConcurrentMoves": 3,
+                 "planner": {"mode": "Job"}},
+    }))  # fmt: skip
+    w.wait(
+        "rb planning",
+        lambda: (w.ns.get("rebalance", "rb") or {}).get("status", {}).get("phase") == "Planning",
+    )
+    assert w.ns.get("serviceaccount", "spindle-planner") is not None
+    binding = w.ns.get("rolebinding", "spindle-planner")
+    assert binding["roleRef"]["name"] == "spindle-planner"
+    done = _run_planner_job(w, "rb-plan")
+    assert done.returncode == 0, done.stderr[-3000:]
+    status = w.wait(
+        "rb proposal",
+        lambda: (
+            (s := (w.ns.get("rebalance", "rb") or {}).get("status") or {}).get("phase")
+            == "ProposalReady"
+            and s
+        ),
+    )
+    proposal = status["proposal"]
+    assert proposal["mode"] == "intra-broker"
+    assert proposal["planner"] in {"greedy", "exact"}
+    assert proposal["moves"] >= 1
+    assert proposal["interBrokerBytes"] == 0
+    brief = {k: proposal[k] for k in ("goals", "replicaMoves", "directories")}
+    assert proposal["intraBrokerBytes"] > 0, json.dumps(brief, indent=1)
+    assert {g["name"]: g["status"] for g in proposal["goals"]}[
+        "diskUtilisationOverBrokerMean"
+    ] == "met"
+    assert [b["brokerId"] for b in proposal["brokers"]] == [1]
+    dirs = {d["path"]: d for d in proposal["directories"]}
+    assert dirs[hot]["bytesAfter"] < dirs[hot]["bytesBefore"]
+    assert all(d["brokerId"] == 1 for d in dirs.values())
+    assert {g["status"] for g in proposal["goals"]} <= {
+        "met",
+        "unmet",
+        "unachievable",
+        "notInScope",
+    }
+    moves = proposal["replicaMoves"]
+    assert len(moves) == proposal["moves"]
+    skewed = [m for m in moves if m["topic"] == SKEWED]
+    assert skewed
+    assert all(m["sourceDir"] == hot and m["destinationDir"] != hot for m in skewed)
+    assert all(m["sourceBroker"] == m["destinationBroker"] == 1 for m in moves)
+    assert not _made_by(w, "rb")  # nothing runs before approval
+
+    # What the dashboard's Approve button does: patch spec.approve.
+    w.ns.kubectl("patch", "rebalance", "rb", "--type=merge", "-p", '{"spec":{"approve":true}}')
+    final = w.wait(
+        "rb completed",
+        lambda: (
+            (s := (w.ns.get("rebalance", "rb") or {}).get("status") or {}).get("phase")
+            in {"Completed", "Failed"}
+            and s
+        ),
+        timeout=300,
+    )
+    assert final["phase"] == "Completed", final
+    assert final["batches"] == -(-len(moves) // 3)  # maxConcurrentMoves: 3 partitions a batch
+    created = sorted(_made_by(w, "rb"))
+    assert created == [f"rb-{i}" for i in range(1, final["batches"] + 1)]
+    for name in created:
+        r = w.ns.get("reassignment", name)
+        assert r["metadata"]["ownerReferences"][0]["name"] == "rb"
+        assert r["status"]["phase"] == "Completed"
+    for m in moves:
+        assert w.placement(m["topic"])[m["partition"]] == m["destinationDir"]
+
+
+def test_a_rebalance_no_placement_can_satisfy_fails_with_the_planners_reason(world: World) -> None:
+    w = world
+    w.ns.apply(json.dumps({
+        "apiVersion": "spindle.io/v1alpha1", "kind": "Rebalance", "metadata": {"name": "nowhere"},
+        "spec": {"cluster": CLUSTER, "mode": "remove-brokers", "brokers": [1]},
+    }))  # fmt: skip
+    done = _run_planner_job(w, "nowhere-plan")
+    assert done.returncode == 2, done.stderr[-3000:]
+    status = w.wait(
+        "nowhere failed",
+        lambda: (
+            (s := (w.ns.get("rebalance", "nowhere") or {}).get("status") or {}).get("phase")
+            == "Failed"
+            and s
+        ),
+    )
+    [cond] = [c for c in status["conditions"] if c["type"] == "Progressing"]
+    assert cond["reason"] == "PlanRefused"
+    assert cond["message"].startswith("plan refused (remove-brokers)"), cond["message"]
+    assert w.ns.events("PlanRefused")
+
+
+def test_invalid_reassignments_are_refused_naming_each_problem(world: World) -> None:
+    w = world
+    offline = _fail_fourth_dir(w)
+    cordoned = w.dirs[2]
+    w.ns.apply(json.dumps({
+        "apiVersion": "spindle.io/v1alpha1", "kind": "LogVolume",
+        "metadata": {"name": "loop-1-data-2", "labels": {"spindle.io/cluster": CLUSTER}},
+        "spec": {"broker": "loop-1", "brokerId": 1, "volumeId": 2, "desiredState": "Cordoned"},
+    }))  # fmt: skip
+    w.ns.kubectl(
+        "patch", "logvolume", "loop-1-data-2", "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": {"state": "Cordoned", "path": cordoned}}),
+    )  # fmt: skip
+    where = w.placement()
+    moves = {p: d for p, d in where.items()}
+    src0 = next(p for p, d in moves.items() if d != cordoned)
+    src1 = next(p for p, d in moves.items() if p != src0)
+    w.create("bad", [
+        {"topic": TOPIC, "partition": src0, "replicas": [1], "logDirs": [cordoned]},
+        {"topic": TOPIC, "partition": src1, "replicas": [1], "logDirs": [offline]},
+        {"topic": TOPIC, "partition": 9, "replicas": [1]},
+        {"topic": "ghost", "partition": 0, "replicas": [1]},
+        {"topic": CANARY, "partition": 0, "replicas": [7]},
+    ])  # fmt: skip
+    status = w.wait_phase("bad", "Failed")
+    [valid] = [c for c in status["conditions"] if c["type"] == "Valid"]
+    assert valid["status"] == "False"
+    assert valid["reason"] == "InvalidReassignment"
+    message = valid["message"]
+    for expected in (
+        f"{TOPIC}-{src0}: destination log dir {cordoned} on broker 1 is Cordoned "
+        "(LogVolume loop-1-data-2): it takes no new replicas",
+        f"{TOPIC}-{src1}: destination log dir {offline} on broker 1 is offline (KafkaStorageError)",
+        f"{TOPIC}-9: topic '{TOPIC}' has no partition 9",
+        "ghost-0: topic 'ghost' does not exist",
+        f"{CANARY}-0: broker 7 is not in the cluster (brokers: 1)",
+    ):
+        assert expected in message, message
+    assert w.placement() == where  # nothing moved
+    assert FINALIZER not in (
+        (w.ns.get("reassignment", "bad") or {})["metadata"].get("finalizers") or []
+    )
+    assert [e for e in w.ns.events("InvalidReassignment") if e["involvedObject"]["name"] == "bad"]
+    w.ns.kubectl("delete", "logvolume", "loop-1-data-2")
+
+    # The API server refuses what the schema can see: relative dirs, a broker twice.
+    for partition, error in (
+        ({"topic": TOPIC, "partition": 0, "replicas": [1], "logDirs": ["data"]},
+         'each log dir must be "any" or an absolute path'),
+        ({"topic": TOPIC, "partition": 0, "replicas": [1, 1]},
+         "replicas must not list a broker twice"),
+    ):  # fmt: skip
+        body = {"apiVersion": "spindle.io/v1alpha1", "kind": "Reassignment",
+                "metadata": {"name": "schema"}, "spec": {"cluster": CLUSTER, "partitions": [partition]}}  # fmt: skip
+        done = w.ns.kubectl("apply", "-f", "-", input=json.dumps(body), check=False)
+        assert done.returncode != 0, done.stdout
+        assert error in done.stderr, done.stderr
