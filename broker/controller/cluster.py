@@ -192,14 +192,15 @@ class ClusterController(SingleBrokerController):
             for _ in range(RECONCILE_ATTEMPTS):
                 if not self.active:
                     return
+                bases = dict(self.store.topics)  # what the plan is computed from
                 changes = self.plan_reconcile()
                 if not changes:
                     return
                 try:
                     for name, parts in sorted(changes.items()):
-                        topic = self.store.topics[name]
+                        topic = bases[name]
                         await self.store.put_topic(
-                            replace(topic, partitions={**topic.partitions, **parts})
+                            replace(topic, partitions={**topic.partitions, **parts}), base=topic
                         )
                         self.decisions += len(parts)
                         for p in parts.values():
@@ -391,5 +392,5 @@ class ClusterController(SingleBrokerController):
 
     async def _put_partition(self, topic: TopicState, part: PartitionState) -> None:
         await self.store.put_topic(
-            replace(topic, partitions={**topic.partitions, part.partition: part})
+            replace(topic, partitions={**topic.partitions, part.partition: part}), base=topic
         )

@@ -246,7 +246,7 @@ class SingleBrokerController:
         if validate_only:
             return
         new = replace(topic, partitions={**topic.partitions, **{p.partition: p for p in parts}})
-        await self.store.put_topic(new)
+        await self.store.put_topic(new, base=topic)
 
     async def alter_topic_configs(
         self, name: str, changes: Sequence[ConfigChange], *, validate_only: bool = False
@@ -254,7 +254,7 @@ class SingleBrokerController:
         topic = self._topic(name)
         configs = apply_config_changes(topic.configs, changes, allowed=TOPIC_CONFIGS)
         if not validate_only and configs != topic.configs:
-            await self.store.put_topic(replace(topic, configs=configs))
+            await self.store.put_topic(replace(topic, configs=configs), base=topic)
 
     async def alter_broker_configs(
         self, scope: str, changes: Sequence[ConfigChange], *, validate_only: bool = False
@@ -304,7 +304,8 @@ class SingleBrokerController:
                 isr=list(target),
             )
             await self.store.put_topic(
-                replace(topic, partitions={**topic.partitions, tp.partition: new_part})
+                replace(topic, partitions={**topic.partitions, tp.partition: new_part}),
+                base=topic,
             )
 
     async def assign_replica_dir(self, tp: TopicPartition, node_id: int, dir_id: str) -> None:
@@ -333,7 +334,7 @@ class SingleBrokerController:
                     break
                 try:
                     await self.store.put_topic(
-                        replace(topic, partitions={**topic.partitions, **changed})
+                        replace(topic, partitions={**topic.partitions, **changed}), base=topic
                     )
                     break
                 except ControllerFenced:
@@ -380,7 +381,8 @@ class SingleBrokerController:
                 return
             try:
                 await self.store.put_topic(
-                    replace(topic, partitions={**topic.partitions, tp.partition: new})
+                    replace(topic, partitions={**topic.partitions, tp.partition: new}),
+                    base=topic,
                 )
                 return
             except ControllerFenced:

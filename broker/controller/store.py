@@ -272,8 +272,17 @@ class MetadataStore:
                 )
             return self.cluster_id
 
-    async def put_topic(self, topic: TopicState) -> None:
+    async def put_topic(self, topic: TopicState, *, base: TopicState | None = None) -> None:
+        """Write ``topic``. ``base`` is the state the caller derived it from: if the cache has
+        moved on since (a watch event or another task's write landed while the caller waited
+        for the lock), the write is refused with MetadataConflict instead of overwriting the
+        newer state with one computed from the older -- the compare on the key's revision alone
+        cannot tell, since it uses the revision the cache has now."""
         async with self._lock:
+            if base is not None and self.topics.get(topic.name) is not base:
+                raise MetadataConflict(
+                    f"topic {topic.name} changed after the update to it was computed"
+                )
             await self._write(self._key("topics", topic.name), topic.to_json())
             self.topics[topic.name] = topic
 

@@ -58,3 +58,5 @@ wrap kafka-configs kafka.admin.ConfigCommand
 wrap kafka-delete-records org.apache.kafka.tools.DeleteRecordsCommand
 wrap kafka-get-offsets org.apache.kafka.tools.GetOffsetShell
 wrap kafka-consumer-perf-test org.apache.kafka.tools.ConsumerPerformance
+wrap kafka-topics org.apache.kafka.tools.TopicCommand
+wrap kafka-leader-election org.apache.kafka.tools.LeaderElectionCommand
