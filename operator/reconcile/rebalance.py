@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from spindle.operator.brokers import BrokerError, cluster_admin
 from spindle.operator.kube import REASSIGNMENTS, REBALANCES, KubeApi, KubeError
 from spindle.operator.reconcile.context import EventSink
 from spindle.operator.specs import Condition, merge_conditions
@@ -168,9 +169,34 @@ def proposal_ready(ctx: Pass) -> None:
         return
     if not ctx.approved():
         return
+    stale = _stale(ctx)
+    if stale is None:
+        return  # brokers unreachable: the next pass asks again
+    if stale:
+        ctx.status["phase"] = "Pending"
+        ctx.emit(
+            "Normal",
+            "Replanning",
+            "the cluster changed since the snapshot: " + "; ".join(stale[:5]),
+        )
+        return
     ctx.status.update(approvalTime=ctx.stamp, batch=0)
     ctx.phase("Executing", "Approved", "proposal approved; executing")
     executing(ctx)
+
+
+def _stale(ctx: Pass) -> list[str] | None:
+    """Moves of the plan whose source changed since the snapshot; None when the brokers
+    cannot be asked (the condition says so)."""
+    loaded = _plan(ctx)
+    moves = loaded[1] if loaded else []
+    try:
+        with cluster_admin(str(ctx.spec.get("cluster")), list(ctx.bootstrap)) as admin:
+            view = admin.view(sorted({m["topic"] for m in moves}) or None)
+    except BrokerError as exc:
+        ctx.conditions.append(Condition("BrokersReachable", "False", "BrokerError", str(exc)))
+        return None
+    return proposals.stale_moves(moves, view)
 
 
 def _caps(spec: Mapping[str, Any]) -> proposals.Caps:

@@ -23,6 +23,7 @@ from typing import Any
 
 from spindle.operator.specs.meta import Obj
 from spindle.operator.specs.names import API_VERSION
+from spindle.operator.specs.reassignment import ClusterView
 
 #: The CRD's ``status.proposal.replicaMoves`` maxItems.
 MAX_LISTED_MOVES = 2000
@@ -222,3 +223,16 @@ def reassignment_body(
     if spec.get("throttle"):
         body["spec"]["throttle"] = dict(spec["throttle"])
     return body
+
+
+def stale_moves(moves: Iterable[Mapping[str, Any]], view: ClusterView) -> list[str]:
+    """Moves whose source is no longer where the planner saw it: the cluster changed since the
+    snapshot, so the proposal must be planned again rather than executed."""
+    out = []
+    for m in moves:
+        tp, src, d = (m["topic"], int(m["partition"])), int(m["sourceBroker"]), m["sourceDir"]
+        if src not in view.partitions.get(tp, ()):
+            out.append(f"{tp[0]}-{tp[1]} is no longer on broker {src}")
+        elif d != "any" and view.current_dir(tp, src) != d:
+            out.append(f"{tp[0]}-{tp[1]} on broker {src} is no longer in {d}")
+    return out

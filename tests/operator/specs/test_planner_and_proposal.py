@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from spindle.operator.reconcile.rebalance import parse_duration
 from spindle.operator.specs import planner, proposal
+from spindle.operator.specs.reassignment import ClusterView, DirInfo
 from spindle.operator.workloads.plan_job import TEXT_LIMIT, decode, encode
 
 
@@ -171,6 +172,27 @@ def test_small_plans_are_text_large_ones_gzipped_and_huge_ones_refused() -> None
     noise = {"plan.json": "".join(f"{i * 7919 % 100003:x}" for i in range(400_000))}
     with pytest.raises(ValueError, match="more than a ConfigMap holds"):
         encode(noise)
+
+
+def test_a_proposal_whose_sources_moved_since_the_snapshot_is_stale() -> None:
+    moves = proposal.replica_moves(SNAPSHOT, PLAN)
+    same = ClusterView(
+        brokers=frozenset({1, 2, 3}),
+        partitions={("t", 0): (1, 2), ("t", 1): (1,), ("t", 2): (2,)},
+        dirs={1: {"/a": DirInfo("/a", None, {("t", 0): 10, ("t", 1): 20})},
+              2: {"/b": DirInfo("/b", None, {("t", 0): 10, ("t", 2): 30})}},
+    )  # fmt: skip
+    assert proposal.stale_moves(moves, same) == []
+    moved = ClusterView(
+        brokers=same.brokers,
+        partitions={("t", 0): (1, 3), ("t", 1): (1,), ("t", 2): (2,)},
+        dirs={1: {"/a2": DirInfo("/a2", None, {("t", 1): 20})},
+              2: {"/b": DirInfo("/b", None, {("t", 2): 30})}},
+    )  # fmt: skip
+    assert proposal.stale_moves(moves, moved) == [
+        "t-0 is no longer on broker 2",
+        "t-1 on broker 1 is no longer in /a",
+    ]
 
 
 def test_proposal_ttl_durations() -> None:
