@@ -135,7 +135,7 @@ def _disks_give(pl: Placer, b: int, dirs: list[int]) -> None:
     stuck: set[int] = set()
     while not pl.capped:
         u = pl.a_load[b] / pl.a_cap[b]
-        hi = {d: pl._hi_one(d, u) for d in dirs}
+        hi = {d: pl.disk_goal.top_one(pl, d, u) for d in dirs}
         excess = {d: pl.dir_load[d] - hi[d] for d in dirs if d not in stuck}
         d = max(excess, key=lambda k: (excess[k] / pl.total[k], -k), default=-1)
         if d < 0 or excess[d] <= 0:
@@ -179,7 +179,7 @@ def _disks_take(pl: Placer, b: int, dirs: list[int]) -> None:
             slack = float(pl.dir_load[donor] - lo_donor)
             if slack <= 0:
                 continue
-            room = min(slack, float(pl._hi_one(d, u) - pl.dir_load[d]))
+            room = min(slack, float(pl.disk_goal.top_one(pl, d, u) - pl.dir_load[d]))
             moved = pl.shed(
                 donor,
                 min(float(deficit[d]), slack),

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 from spindle.rebalance.goals import CountGoal
+from spindle.rebalance.goals.base import Move
 from spindle.rebalance.goals.counts import dir_score, taker_score
 from spindle.rebalance.goals.scoring import byte_dest_score, with_misses
 from spindle.rebalance.state import PlannerState
@@ -25,16 +26,6 @@ TRIES = 24
 
 class Placer(PlannerState):
     """The planner's state plus the destination search and source picking over it."""
-
-    def _dir_hi(self, d: np.ndarray, add: float) -> np.ndarray:
-        """Upper band of directories d if ``add`` bytes land on their broker's Active dirs."""
-        b = self.dir_b[d]
-        u = (self.a_load[b] + add) / self._a_cap_safe[b]
-        if self.s.balance_brokers:
-            # A broker being filled ends at least at its lower band; judging its first
-            # arrivals against today's (near-empty) mean would refuse them all.
-            u = np.maximum(u, self._lo_util[b])
-        return np.asarray(np.minimum(self.hard[d], self.g.disk_balance * u * self.total[d]))
 
     def dest_cross(
         self,
@@ -84,11 +75,12 @@ class Placer(PlannerState):
         s = self.size_f[r]
         b = self.dir_b[cand]
         b_after = self.b_load[b] + s
-        in_band = b_after <= self.b_hi[b]
         dir_after = self.dir_load[cand] + s
-        dir_in = dir_after <= self._dir_hi(cand, s)
-        reps_ok = self.b_reps[b] + 1 <= self.c_hi
-        lead_ok = ~np.bool_(self.lead[r]) | (self.b_leaders[b] + 1 <= self.l_hi)
+        mv = Move(r=r, s=s, cand=cand, b=b, b_after=b_after, dir_after=dir_after)
+        in_band = self.broker_goal.accepts(self, mv)
+        dir_in = self.disk_goal.accepts(self, mv)
+        reps_ok = self.replica_goal.accepts(self, mv)
+        lead_ok = self.leader_goal.accepts(self, mv)
         util = b_after / self._b_cap_safe[b]
         dutil = dir_after / self.total[cand]
         if goal is None:
@@ -113,12 +105,15 @@ class Placer(PlannerState):
         scored; the score is computed exactly as ``dest_cross`` does, so the choice is too."""
         s = self.size_f[r]
         b_after = self.b_load[b] + s
-        if b_after > self.b_hi[b] or self.b_reps[b] + 1 > self.c_hi:
-            return -1
-        if self.lead[r] and self.b_leaders[b] + 1 > self.l_hi:
-            return -1
         dir_after = self.dir_load[cand] + s
-        keep = dir_after <= self._dir_hi(cand, s)
+        mv = Move(r=r, s=s, cand=cand, b=b, b_after=b_after, dir_after=dir_after)
+        if not (
+            self.broker_goal.accepts(self, mv)
+            and self.replica_goal.accepts(self, mv)
+            and self.leader_goal.accepts(self, mv)
+        ):
+            return -1
+        keep = self.disk_goal.accepts(self, mv)
         if not keep.any():
             return -1
         util = b_after / self._b_cap_safe[b]
@@ -147,7 +142,7 @@ class Placer(PlannerState):
         ok = self.recv[cand] & (cand != self.cur_d[r]) & (after <= self.hard[cand])
         if strict:
             add = 0.0 if self.active[int(self.cur_d[r])] else s
-            ok &= after <= self._dir_hi(cand, add)
+            ok &= after <= self.disk_goal.top(self, cand, add)
         if not ok.any():
             return -1
         util = np.where(ok, after / self.total[cand], np.inf)
@@ -333,8 +328,3 @@ class Placer(PlannerState):
             return d if self.dir_load[d] + self.size_f[r] <= self.hard[d] else -1
 
         return dest
-
-    def _hi_one(self, d: int, u: float) -> float:
-        if not self.active[d]:
-            return float(self.hard[d])
-        return float(min(self.hard[d], self.g.disk_balance * u * self.total[d]))

@@ -13,7 +13,7 @@ a leading underscore are the greedy's own caches. Not thread-safe; one instance 
 from __future__ import annotations
 
 import numpy as np
-from spindle.rebalance.goals import BrokerBytes, LeaderCount, ReplicaCount
+from spindle.rebalance.goals import BrokerBytes, DiskBytes, LeaderCount, ReplicaCount
 from spindle.rebalance.goals.rack import hosting_racks, rack_limits
 from spindle.rebalance.model import ACTIVE, STATES, Cluster, Goals
 from spindle.rebalance.prepare import Prepared
@@ -92,7 +92,10 @@ class PlannerState:
         self.host_b = self.b_cap > 0
         cap_sum = float(self.b_cap.sum())
         self.mean_util = placed_bytes / cap_sum if cap_sum > 0 else 0.0
-        self.b_lo, self.b_hi = BrokerBytes(goals).band(self.mean_util, self.b_cap, self.b_hard)
+        #: The soft goals the greedy asks (bands, whether a move keeps them).
+        self.broker_goal = BrokerBytes(goals)
+        self.disk_goal = DiskBytes(goals)
+        self.b_lo, self.b_hi = self.broker_goal.band(self.mean_util, self.b_cap, self.b_hard)
         n_host = max(int(self.host_b.sum()), 1)
         mean_reps = int((~rep_stuck).sum()) / n_host
         mean_leaders = int((cluster.rep_leader & ~rep_stuck).sum()) / n_host

@@ -25,6 +25,7 @@ from spindle.rebalance.scope import Scope
 
 if TYPE_CHECKING:
     from spindle.rebalance.exact import Model
+    from spindle.rebalance.state import PlannerState
 
 Value = TypeVar("Value", float, npt.NDArray[np.float64])
 
@@ -116,6 +117,20 @@ class Placed:
         return out
 
 
+@dataclass(slots=True, kw_only=True)
+class Move:
+    """A candidate move as the destination search judges it: replica ``r`` of ``s`` bytes
+    onto directories ``cand`` on brokers ``b`` (one per candidate, or one for all), leaving
+    those brokers with ``b_after`` bytes and the directories with ``dir_after``."""
+
+    r: int
+    s: float
+    cand: np.ndarray
+    b: Any
+    b_after: Any
+    dir_after: np.ndarray
+
+
 def band_figures(
     values: np.ndarray, factor: float, *, integer: bool, mean: float | None = None
 ) -> dict[str, Any]:
@@ -185,3 +200,8 @@ class SoftGoal(Goal):
     @abstractmethod
     def figures(self, placed: Placed) -> dict[str, Any]:
         """The summary's balance figures of this goal for a placement."""
+
+    @abstractmethod
+    def accepts(self, st: PlannerState, mv: Move) -> Any:
+        """Whether the move keeps this goal's band, per candidate: a balancing move must
+        (goals already met veto it); a move that must go somewhere is only ranked by it."""

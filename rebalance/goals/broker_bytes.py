@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from spindle.rebalance.bands import band_floor
-from spindle.rebalance.goals.base import Placed, SoftGoal, band_figures, broker_offenders
+from spindle.rebalance.goals.base import Move, Placed, SoftGoal, band_figures, broker_offenders
 from spindle.rebalance.model import Cluster, Goals
 from spindle.rebalance.scope import Scope
 
 if TYPE_CHECKING:
     from spindle.rebalance.exact import Model
+    from spindle.rebalance.state import PlannerState
 
 
 class BrokerBytes(SoftGoal):
@@ -34,6 +35,10 @@ class BrokerBytes(SoftGoal):
         hi: np.ndarray = np.minimum(bb * mean * cap, hard)
         lo: np.ndarray = np.minimum(band_floor(bb, mean) * cap, hi)
         return lo, hi
+
+    def accepts(self, st: PlannerState, mv: Move) -> Any:
+        """The taking broker stays under its band's top."""
+        return mv.b_after <= st.b_hi[mv.b]
 
     def _util(self, placed: Placed) -> tuple[float, np.ndarray]:
         """Cluster mean utilisation (bytes over capacity, Cruise Control's, not a mean of

@@ -15,6 +15,7 @@ from spindle.rebalance.bands import band_floor, count_band
 from spindle.rebalance.goals.base import (
     DIR_UTIL_WEIGHT,
     UTIL_WEIGHT,
+    Move,
     Placed,
     SoftGoal,
     Value,
@@ -70,6 +71,14 @@ class CountGoal(SoftGoal):
         if self.leaders:
             return st.b_leaders, st.l_lo, st.l_hi
         return st.b_reps, st.c_lo, st.c_hi
+
+    def accepts(self, st: PlannerState, mv: Move) -> Any:
+        """The taking broker may hold one more (for leaders: unless r is a follower)."""
+        count, _, hi = self.of(st)
+        ok = count[mv.b] + 1 <= hi
+        if self.leaders:
+            return ~np.bool_(st.lead[mv.r]) | ok
+        return ok
 
     def _counts(self, placed: Placed) -> np.ndarray:
         lead = placed.cluster.rep_leader if placed.leader is None else placed.leader

@@ -7,12 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from spindle.rebalance.bands import band_floor
-from spindle.rebalance.goals.base import BLOCKED, GENERIC, Placed, SoftGoal
+from spindle.rebalance.goals.base import BLOCKED, GENERIC, Move, Placed, SoftGoal
 from spindle.rebalance.model import ACTIVE
 from spindle.rebalance.scope import Scope
 
 if TYPE_CHECKING:
     from spindle.rebalance.exact import Model
+    from spindle.rebalance.state import PlannerState
 
 
 class DiskBytes(SoftGoal):
@@ -25,6 +26,28 @@ class DiskBytes(SoftGoal):
 
     def in_scope(self, scope: Scope) -> bool:
         return scope.balance_disks
+
+    def top(self, st: PlannerState, d: np.ndarray, add: float) -> np.ndarray:
+        """The band's top of directories ``d`` (capped by the capacity threshold) if ``add``
+        bytes land on their broker's Active dirs."""
+        b = st.dir_b[d]
+        u = (st.a_load[b] + add) / st._a_cap_safe[b]
+        if st.s.balance_brokers:
+            # A broker being filled ends at least at its lower band; judging its first
+            # arrivals against today's (near-empty) mean would refuse them all.
+            u = np.maximum(u, st._lo_util[b])
+        return np.asarray(np.minimum(st.hard[d], self.settings.disk_balance * u * st.total[d]))
+
+    def top_one(self, st: PlannerState, d: int, u: float) -> float:
+        """``top`` of one directory at its broker's Active mean ``u`` (a directory that is not
+        Active has only the capacity threshold above it)."""
+        if not st.active[d]:
+            return float(st.hard[d])
+        return float(min(st.hard[d], self.settings.disk_balance * u * st.total[d]))
+
+    def accepts(self, st: PlannerState, mv: Move) -> Any:
+        """Each candidate directory stays under its band's top after the move."""
+        return mv.dir_after <= self.top(st, mv.cand, mv.s)
 
     def _mean(self, placed: Placed) -> tuple[np.ndarray, np.ndarray]:
         """Active dirs, and each dir's broker's mean utilisation over its Active dirs."""
