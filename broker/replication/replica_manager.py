@@ -267,41 +267,62 @@ class ReplicaManager:
             )
         return int(result.base_offset), int(getattr(result, "log_start_offset", 0))
 
-    def check_min_isr(self, tp: TopicPartition) -> None:
-        """acks=all refuses to append while the ISR is smaller than ``min.insync.replicas``
-        (topic config, else the broker's static one, else 1): NOT_ENOUGH_REPLICAS."""
+    def _isr_shortfall(self, tp: TopicPartition) -> str | None:
+        """Why the ISR of ``tp`` is smaller than ``min.insync.replicas`` (topic config, else
+        the broker's static one, else 1), or None if it is not."""
         topic = self.metadata.topics.get(tp.topic)
         part = topic.partitions.get(tp.partition) if topic else None
         if topic is None or part is None:
-            return
+            return None
         configs = getattr(topic, "configs", {})
         raw = configs.get("min.insync.replicas") or self.static_configs.get(
             "min.insync.replicas", "1"
         )
         if len(part.isr) < int(raw):
-            raise KafkaError(
+            return (
                 f"{tp} has {len(part.isr)} in-sync replicas {list(part.isr)}, fewer than "
-                f"min.insync.replicas={raw}",
-                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"min.insync.replicas={raw}"
             )
+        return None
+
+    def check_min_isr(self, tp: TopicPartition) -> None:
+        """acks=all refuses to append while the ISR is smaller than ``min.insync.replicas``:
+        NOT_ENOUGH_REPLICAS."""
+        shortfall = self._isr_shortfall(tp)
+        if shortfall is not None:
+            raise KafkaError(shortfall, ErrorCode.NOT_ENOUGH_REPLICAS)
 
     async def wait_committed(
         self, ends: Mapping[TopicPartition, int], timeout_s: float
-    ) -> set[TopicPartition]:
-        """Wait until each partition's high watermark reaches its end offset in ``ends``
-        (acks=all); return the partitions that did not within ``timeout_s``."""
+    ) -> dict[TopicPartition, KafkaError]:
+        """acks=all: wait until each partition's high watermark reaches its end offset in
+        ``ends``. Returns the failures: REQUEST_TIMED_OUT for those still short after
+        ``timeout_s``; NOT_ENOUGH_REPLICAS_AFTER_APPEND for those committed by an ISR that
+        had shrunk below ``min.insync.replicas`` meanwhile (Kafka's DelayedProduce check)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
+        failed: dict[TopicPartition, KafkaError] = {}
+        pending = dict(ends)
         while True:
-            waiting = set()
-            for tp, end in ends.items():
+            for tp, end in list(pending.items()):
                 found = self.logs.get_log(tp)
-                if found is None or found.high_watermark < end:
-                    waiting.add(tp)
+                if found is not None and found.high_watermark >= end:
+                    del pending[tp]
+                    shortfall = self._isr_shortfall(tp)
+                    if shortfall is not None:
+                        failed[tp] = KafkaError(
+                            shortfall, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                        )
             remaining = deadline - loop.time()
-            if not waiting or remaining <= 0:
-                return waiting
+            if not pending or remaining <= 0:
+                break
             await self.appends.wait(remaining)
+        for tp in pending:
+            failed[tp] = KafkaError(
+                f"{tp} was not replicated to the in-sync replicas in time",
+                ErrorCode.REQUEST_TIMED_OUT,
+            )
+        return failed
 
     def follower_fetch(self, tp: TopicPartition, replica_id: int, fetch_offset: int) -> Log:
         """A follower's fetch of a partition led here: record its position (which may move
@@ -389,6 +410,8 @@ class ReplicaManager:
             if missing:
                 await self.create_local_logs(topic, is_new=False)
         self.roles.apply(self._partitions())
+        # A new ISR may have moved high watermarks: acks=all waits and long polls re-check.
+        self.appended()
 
     async def report_directories(self) -> None:
         """Report each local replica's directory (AssignReplicasToDirs): a finished move

@@ -84,15 +84,13 @@ async def produce(broker: ApiContext, ctx: RequestContext, req: Request) -> dict
         broker.replicas.appended()
     if ends:
         # acks=all: answer once every in-sync replica has the records (the high watermark
-        # passed them), or REQUEST_TIMED_OUT after the request's timeout.
-        late = await broker.replicas.wait_committed(
+        # passed them): REQUEST_TIMED_OUT after the request's timeout, or
+        # NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below min.insync.replicas.
+        failed = await broker.replicas.wait_committed(
             {tp: end for tp, (end, _) in ends.items()}, max(body.timeout_ms, 0) / 1000
         )
-        for tp in late:
-            ends[tp][1].update(
-                error_code=int(ErrorCode.REQUEST_TIMED_OUT),
-                error_message=f"{tp} was not replicated to the in-sync replicas in time",
-            )
+        for tp, exc in failed.items():
+            ends[tp][1].update(error_code=int(exc.code), error_message=str(exc))
     if acks == 0:
         return None
     return {"responses": responses, "throttle_time_ms": 0}
