@@ -494,6 +494,43 @@ def test_a_rebalance_no_placement_can_satisfy_fails_with_the_planners_reason(wor
     assert w.ns.events("PlanRefused")
 
 
+def test_stopping_an_auto_approved_rebalance_mid_move_rolls_its_reassignment_back(
+    world: World,
+) -> None:
+    w = world
+    hot = w.dirs[0]
+    w.create("reskew", [
+        {"topic": SKEWED, "partition": p, "replicas": [1], "logDirs": [hot]}
+        for p in range(SKEWED_PARTITIONS)
+    ])  # fmt: skip
+    assert w.wait_phase("reskew", "Completed", "Failed")["phase"] == "Completed"
+    before = w.placement(SKEWED)
+    w.ns.apply(json.dumps({
+        "apiVersion": "spindle.io/v1alpha1", "kind": "Rebalance", "metadata": {"name": "halt"},
+        "spec": {"cluster": CLUSTER, "mode": "intra-broker", "autoApprove": True,
+                 "maxConcurrentMoves": 3, "throttle": {"intraBrokerBytesPerSecond": 100 * 1024}},
+    }))  # fmt: skip
+    done = _run_planner_job(w, "halt-plan")
+    assert done.returncode == 0, done.stderr[-3000:]
+    w.wait_moving("halt-1")  # auto-approved: executing without anyone approving
+    w.ns.kubectl("patch", "rebalance", "halt", "--type=merge", "-p", '{"spec":{"stop":true}}')
+    final = w.wait(
+        "halt stopped",
+        lambda: (
+            (s := (w.ns.get("rebalance", "halt") or {}).get("status") or {}).get("phase")
+            in {"Stopped", "Completed", "Failed"}
+            and s
+        ),
+        timeout=180,
+    )
+    assert final["phase"] == "Stopped", final
+    assert w.status("halt-1")["phase"] == "Cancelled"
+    assert _made_by(w, "halt") == {"halt-1"}  # no batch started after the stop
+    assert w.placement(SKEWED) == before
+    assert w.futures() == 0
+    assert w.dir_throttle() is None
+
+
 def test_invalid_reassignments_are_refused_naming_each_problem(world: World) -> None:
     w = world
     offline = _fail_fourth_dir(w)
