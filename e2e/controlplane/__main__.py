@@ -15,6 +15,7 @@ import argparse
 import os
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from controlplane import images, spindle_image, volumes
@@ -99,6 +100,57 @@ def _load_images(state: Path) -> int:
     return 0
 
 
+def _down(state: Path, args: argparse.Namespace) -> int:
+    stopped = stop_recorded_cluster(state)
+    print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+    return 0
+
+
+def _env(state: Path, args: argparse.Namespace) -> int:
+    bin_dir = Binaries.find().bin_dir
+    print(f"export KUBECONFIG={shlex.quote(str(state / 'kubeconfig'))}")
+    print(f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"')
+    return 0
+
+
+def _status(state: Path, args: argparse.Namespace) -> int:
+    server = running_server(state)
+    print(f"running at {server}" if server else "not running")
+    return 0 if server else 3
+
+
+def _versions(state: Path, args: argparse.Namespace) -> int:
+    node = NodeBinaries.find() if args.node else None
+    for name, version in iter_versions(Binaries.find(), node):
+        print(f"{name}: {version}")
+    return 0
+
+
+def _exec(state: Path, args: argparse.Namespace) -> int:
+    command = cluster_dns_command(_layout(state), args.args)
+    os.execvp(command[0], command)
+
+
+def _import_image(state: Path, args: argparse.Namespace) -> int:
+    layout = _layout(state)
+    for archive in args.args:
+        images.import_image(NodeBinaries.find().ctr, layout.containerd_socket, Path(archive))
+    return 0
+
+
+_COMMANDS: dict[str, Callable[[Path, argparse.Namespace], int]] = {
+    "up": _up,
+    "down": _down,
+    "env": _env,
+    "status": _status,
+    "versions": _versions,
+    "exec": _exec,
+    "load-images": lambda state, args: _load_images(state),
+    "import-image": _import_image,
+}
+"""Each subcommand's runner; any other subcommand is a volume operation (``_volume``)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # Everything after "--" is the command `exec` runs, options included.
@@ -108,40 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     args.args += command
     state: Path = args.dir.resolve()
     try:
-        if args.command == "up":
-            return _up(state, args)
-        if args.command == "down":
-            stopped = stop_recorded_cluster(state)
-            print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
-        elif args.command == "env":
-            bin_dir = Binaries.find().bin_dir
-            print(f"export KUBECONFIG={shlex.quote(str(state / 'kubeconfig'))}")
-            print(f'export PATH={shlex.quote(str(bin_dir))}:"$PATH"')
-        elif args.command == "status":
-            server = running_server(state)
-            print(f"running at {server}" if server else "not running")
-            return 0 if server else 3
-        elif args.command == "versions":
-            node = NodeBinaries.find() if args.node else None
-            for name, version in iter_versions(Binaries.find(), node):
-                print(f"{name}: {version}")
-        elif args.command == "exec":
-            command = cluster_dns_command(_layout(state), args.args)
-            os.execvp(command[0], command)
-        elif args.command == "load-images":
-            return _load_images(state)
-        elif args.command == "import-image":
-            layout = _layout(state)
-            for archive in args.args:
-                images.import_image(
-                    NodeBinaries.find().ctr, layout.containerd_socket, Path(archive)
-                )
-        else:
+        run = _COMMANDS.get(args.command)
+        if run is None:
             return _volume(state, args.command, args.args)
+        return run(state, args)
     except (ControlPlaneError, ValueError, OSError) as exc:
         print(f"controlplane {args.command}: {exc}", file=sys.stderr)
         return 1
-    return 0
 
 
 if __name__ == "__main__":
