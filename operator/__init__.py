@@ -5,6 +5,7 @@ Importing the package registers the kopf handlers, so ``kopf run -m spindle.oper
 layout), dependencies pointing one way (import-linter keeps them so):
 
 - ``handlers``: kopf handlers, *when* to reconcile; they only call reconcilers;
+  ``volume_handlers``: *when* disks are looked at (the probe loop, PV and health events);
 - ``reconcile/``: *what* a reconcile does, one module per resource, ordered steps;
 - ``kube/`` (the Kubernetes API: client, apply-one-way, Events) and ``brokers`` (the one door
   to Kafka's admin API): the I/O;
@@ -25,3 +26,4 @@ if __name__ == "operator":
 
 from spindle.operator import handlers as handlers
 from spindle.operator import kopf_patches as kopf_patches
+from spindle.operator import volume_handlers as volume_handlers

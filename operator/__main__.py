@@ -43,6 +43,13 @@ def _parser() -> argparse.ArgumentParser:
         default="spindle:latest",
         help="image of the Rebalance planner's Pods (Spark driver and executors too)",
     )
+    run.add_argument(
+        "--probe-period",
+        metavar="SECONDS",
+        type=float,
+        default=2.0,
+        help="how often each broker's log directories are described (LogVolume status)",
+    )
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     run.add_argument(
         "--dashboard", metavar="HOST:PORT", help="serve the dashboard, e.g. 0.0.0.0:8081"
@@ -88,8 +95,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not sep or not cluster or not servers:
             parser.error(f"--bootstrap wants CLUSTER=HOST:PORT, got {item!r}")
         bootstrap[cluster] = servers
+    if args.probe_period <= 0:
+        parser.error("--probe-period must be positive")
     kopf.run(
-        memo=kopf.Memo(bootstrap=bootstrap, planner_image=args.planner_image),
+        memo=kopf.Memo(
+            bootstrap=bootstrap,
+            planner_image=args.planner_image,
+            probe_period=args.probe_period,
+        ),
         clusterwide=not args.namespace,
         namespaces=args.namespace,
         standalone=args.peering is None,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -41,6 +42,7 @@ from spindle.operator.snapshot import (
     partitions_from_admin,
 )
 from spindle.operator.specs.reassignment import TP, TPR, ClusterView, DirInfo
+from spindle.operator.specs.volume_state import BrokerUnreachable, DirReport
 
 T = TypeVar("T")
 
@@ -249,3 +251,95 @@ def cluster_admin(
         yield ClusterAdmin(client, cluster)
     finally:
         client.close()
+
+
+# --- Log directories of one broker (LogVolume status) ------------------------------------
+
+#: Request timeout of the log-directory calls: a probe runs every few seconds, so a broker that
+#: does not answer must not hold it up for kafka-python's default 30 s.
+PROBE_TIMEOUT_MS = 3_000
+#: Pauses between the tries of a failed call (a broker restarting, a connection just dropped).
+PROBE_BACKOFF_S = (0.2, 0.5)
+
+
+class LogDirClients:
+    """Admin connections to brokers, kept between probes (opening one costs a bootstrap
+    round of Metadata and ApiVersions, too much to pay every two seconds). One lock per
+    connection: kopf's handler threads and the refresh loop share them."""
+
+    def __init__(self) -> None:
+        self._clients: dict[str, tuple[threading.Lock, KafkaAdminClient]] = {}
+        self._guard = threading.Lock()
+
+    def _client(self, servers: Sequence[str]) -> tuple[threading.Lock, KafkaAdminClient]:
+        key = ",".join(servers)
+        with self._guard:
+            entry = self._clients.get(key)
+            if entry is None:
+                client = KafkaAdminClient(
+                    bootstrap_servers=list(servers),
+                    request_timeout_ms=PROBE_TIMEOUT_MS,
+                    client_id="spindle-operator",
+                )
+                entry = (threading.Lock(), client)
+                self._clients[key] = entry
+            return entry
+
+    def _drop(self, servers: Sequence[str]) -> None:
+        with self._guard:
+            entry = self._clients.pop(",".join(servers), None)
+        if entry is not None:
+            with contextlib.suppress(Exception):
+                entry[1].close()
+
+    def close(self) -> None:
+        with self._guard:
+            entries = list(self._clients.values())
+            self._clients.clear()
+        for _, client in entries:
+            with contextlib.suppress(Exception):
+                client.close()
+
+    def describe_dirs(self, servers: Sequence[str], broker_id: int) -> list[DirReport]:
+        """DescribeLogDirs (all topics) sent to ``broker_id``: each directory with its error,
+        replica count, bytes used by replicas (future replicas excluded: they are copies in
+        flight) and, from v4, the file system's total and usable bytes. Retried with backoff;
+        a broker that still cannot be asked raises ``BrokerUnreachable``."""
+        last: BaseException | None = None
+        for pause in (*PROBE_BACKOFF_S, None):
+            try:
+                lock, client = self._client(servers)
+                with lock:
+                    answer = client.describe_log_dirs(brokers=[broker_id])
+                return [_dir_report(d) for entry in answer for d in entry["log_dirs"]]
+            except (kafka_errors.KafkaError, OSError, KeyError, ValueError) as exc:
+                last = exc
+                self._drop(servers)
+                if pause is not None:
+                    time.sleep(pause)
+        raise BrokerUnreachable(
+            f"DescribeLogDirs to broker {broker_id} at {', '.join(servers)} failed after "
+            f"{len(PROBE_BACKOFF_S) + 1} tries: {type(last).__name__}: {last}"
+        )
+
+
+def _dir_report(d: Mapping[str, Any]) -> DirReport:
+    code = int(d.get("error_code") or 0)
+    error = None if code == 0 else str(kafka_errors.for_code(code).__name__)
+    replicas = used = 0
+    for topic in d.get("topics") or ():
+        for p in topic.get("partitions") or ():
+            if p.get("is_future_key"):
+                continue
+            replicas += 1
+            used += max(int(p.get("partition_size") or 0), 0)
+    total = d.get("total_bytes")
+    usable = d.get("usable_bytes")
+    return DirReport(
+        path=str(d["log_dir"]),
+        error=error,
+        replicas=replicas,
+        used_bytes=used,
+        total_bytes=int(total) if isinstance(total, int) and total >= 0 else None,
+        usable_bytes=int(usable) if isinstance(usable, int) and usable >= 0 else None,
+    )

@@ -29,7 +29,7 @@ from typing import Any
 import kopf
 from spindle.operator import specs
 from spindle.operator.kube import BROKERS, REASSIGNMENTS, REBALANCES, KubeApi, KubeError, post_event
-from spindle.operator.reconcile import reconcile_broker
+from spindle.operator.reconcile import reconcile_broker, refresh_broker
 from spindle.operator.reconcile.reassignment import bootstrap_for, reconcile_reassignment
 from spindle.operator.reconcile.rebalance import FINAL as REBALANCE_FINAL
 from spindle.operator.reconcile.rebalance import reconcile_rebalance
@@ -115,34 +115,64 @@ def reconcile_by_name(
     namespace: str,
     name: str,
     logger: logging.Logger | logging.LoggerAdapter[Any],
+    *,
+    refresh: bool = False,
 ) -> None:
-    """Reconcile the Broker as it is now (not as an event saw it), one at a time."""
+    """Reconcile the Broker as it is now (not as an event saw it), one at a time.
+
+    ``refresh``: only observe and write status (``reconcile.refresh_broker``, the periodic
+    probe of ``volume_handlers``), and skip the Broker if a reconcile of it is running."""
     api = _api(memo)
-    with memo.locks(namespace, name):
-        body = api.get(BROKERS, namespace, name)
-        if body is None or body["metadata"].get("deletionTimestamp"):
-            return
-        now = _now()
+    lock = memo.locks(namespace, name)
+    if not lock.acquire(blocking=not refresh):
+        return
+    try:
+        _reconcile_locked(api, memo, namespace, name, logger, refresh=refresh)
+    finally:
+        lock.release()
 
-        def emit(type_: str, reason: str, message: str) -> None:
-            logger.info("%s %s: %s", type_, reason, message)
-            try:
-                post_event(api, body, type_=type_, reason=reason, message=message, now=now)
-            except KubeError as exc:  # an Event is a courtesy; never fail the reconcile for it
-                logger.warning("could not record event %s: %s", reason, exc)
 
+def _reconcile_locked(
+    api: KubeApi,
+    memo: kopf.Memo,
+    namespace: str,
+    name: str,
+    logger: logging.Logger | logging.LoggerAdapter[Any],
+    *,
+    refresh: bool,
+) -> None:
+    body = api.get(BROKERS, namespace, name)
+    if body is None or body["metadata"].get("deletionTimestamp"):
+        return
+    now = _now()
+
+    def emit(type_: str, reason: str, message: str) -> None:
+        logger.info("%s %s: %s", type_, reason, message)
         try:
-            reconcile_broker(api, body, now=now, emit=emit)
-        except KubeError as exc:
-            if exc.status == 403 and "being terminated" in exc.server_message:
-                # The namespace is being deleted and takes the Broker with it; recreating
-                # what the namespace controller just removed is neither possible nor wanted.
-                logger.info("namespace %s is terminating; not reconciling %s", namespace, name)
-                return
-            raise
-        except SpecError as exc:
-            emit("Warning", "InvalidSpec", str(exc))
-            raise kopf.PermanentError(str(exc)) from exc
+            post_event(api, body, type_=type_, reason=reason, message=message, now=now)
+        except KubeError as exc:  # an Event is a courtesy; never fail the reconcile for it
+            logger.warning("could not record event %s: %s", reason, exc)
+
+    # What the probe loop (volume_handlers) last heard from the broker: a reconcile holding
+    # this Broker's lock never waits on a broker (an unreachable one costs seconds).
+    probe = memo.get("last_probe")
+    try:
+        if refresh and probe is not None:
+            refresh_broker(
+                api, body, now=now, emit=emit, probe=probe, failed_pvs=memo.get("failed_pvs")
+            )
+        else:
+            reconcile_broker(api, body, now=now, emit=emit, probe=probe)
+    except KubeError as exc:
+        if exc.status == 403 and "being terminated" in exc.server_message:
+            # The namespace is being deleted and takes the Broker with it; recreating
+            # what the namespace controller just removed is neither possible nor wanted.
+            logger.info("namespace %s is terminating; not reconciling %s", namespace, name)
+            return
+        raise
+    except SpecError as exc:
+        emit("Warning", "InvalidSpec", str(exc))
+        raise kopf.PermanentError(str(exc)) from exc
 
 
 @kopf.on.resume(specs.GROUP, specs.VERSION, "brokers", backoff=RETRY_SECONDS)
@@ -158,9 +188,18 @@ def broker_changed(
     reconcile_by_name(memo, namespace or "default", name, logger)
 
 
+def _user_changed_logvolume(body: Mapping[str, Any], **_: Any) -> bool:
+    """A LogVolume event matters to its Broker when the user changed its spec (desiredState)
+    or when it is Empty (a refused removal may now go ahead); the operator's own status
+    writes would otherwise make every probe trigger a full reconcile."""
+    generation = (body.get("metadata") or {}).get("generation")
+    status = body.get("status") or {}
+    return generation != status.get("observedGeneration") or status.get("state") == "Empty"
+
+
 @kopf.on.event("", "v1", "pods", labels=OWNED)
 @kopf.on.event("", "v1", "persistentvolumeclaims", labels=OWNED)
-@kopf.on.event(specs.GROUP, specs.VERSION, "logvolumes", labels=OWNED)
+@kopf.on.event(specs.GROUP, specs.VERSION, "logvolumes", labels=OWNED, when=_user_changed_logvolume)
 def owned_changed(
     namespace: str | None,
     labels: Mapping[str, str],

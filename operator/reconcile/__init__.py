@@ -9,7 +9,7 @@ they apply are pure (``spindle.operator.specs``); all I/O goes through
 only decide *when* a reconciler runs.
 """
 
-from spindle.operator.reconcile.broker import reconcile_broker
-from spindle.operator.reconcile.context import Context, EventSink
+from spindle.operator.reconcile.broker import reconcile_broker, refresh_broker
+from spindle.operator.reconcile.context import Context, EventSink, Prober
 
-__all__ = ["Context", "EventSink", "reconcile_broker"]
+__all__ = ["Context", "EventSink", "Prober", "reconcile_broker", "refresh_broker"]

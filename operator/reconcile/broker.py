@@ -25,10 +25,11 @@ from typing import Any
 
 from spindle.operator import specs
 from spindle.operator.kube import BROKERS, PODS, KubeApi, apply_object, is_subset
-from spindle.operator.reconcile.context import Context, EventSink
+from spindle.operator.reconcile.context import Context, EventSink, Prober
 from spindle.operator.reconcile.logvolume import (
     apply_volumes,
     check_storage,
+    observe_volumes,
     read_storage,
     release_removed,
     volume_status,
@@ -81,6 +82,17 @@ def broker_status(ctx: Context) -> None:
         f"pod {ctx.broker.name} is {((ctx.pod or {}).get('status') or {}).get('phase', 'missing')}; "
         f"{online}/{total} log directories online",
     )
+    offline = [
+        f"{specs.logvolume_name(ctx.broker.name, v.id)} ({(s.get('failure') or {}).get('source')})"
+        for v in ctx.broker.volumes
+        if (s := (ctx.logvolumes.get(v.id) or {}).get("status") or {}).get("state") == "Offline"
+    ]
+    degraded = Condition(
+        "Degraded",
+        "True" if offline else "False",
+        "VolumesOffline" if offline else "AllVolumesOnline",
+        f"offline: {', '.join(offline)}" if offline else "no log directory is offline",
+    )
     wanted: dict[str, Any] = {
         "observedGeneration": ctx.broker.generation,
         "phase": phase,
@@ -92,7 +104,7 @@ def broker_status(ctx: Context) -> None:
         "logDirs": specs.log_dirs(ctx.broker),
         "conditions": specs.merge_conditions(
             current.get("conditions") or [],
-            [ready, reconciled],
+            [ready, reconciled, degraded],
             now=ctx.now,
             generation=ctx.broker.generation,
         ),
@@ -129,15 +141,33 @@ STEPS: tuple[Step, ...] = (
     apply_volumes,
     release_removed,
     apply_pod,
+    observe_volumes,
     volume_status,
 )
+#: What a periodic refresh runs (``refresh_broker``): the observing steps only, so a probe
+#: every few seconds costs reads and, when something changed, status writes -- never an apply.
+REFRESH_STEPS: tuple[Step, ...] = (observe_volumes, volume_status)
 
 
 def reconcile_broker(
-    api: KubeApi, body: Mapping[str, Any], *, now: str, emit: EventSink
+    api: KubeApi,
+    body: Mapping[str, Any],
+    *,
+    now: str,
+    emit: EventSink,
+    probe: Prober | None = None,
+    failed_pvs: Mapping[str, str] | None = None,
 ) -> Context:
     """Run the steps for one Broker. A refused storage change touches nothing but status."""
-    ctx = Context(api=api, body=body, broker=BrokerSpec.from_body(body), now=now, emit=emit)
+    ctx = Context(
+        api=api,
+        body=body,
+        broker=BrokerSpec.from_body(body),
+        now=now,
+        emit=emit,
+        probe=probe,
+        failed_pvs=failed_pvs or {},
+    )
     read_storage(ctx)
     check_storage(ctx)
     if ctx.diff.allowed:
@@ -145,5 +175,33 @@ def reconcile_broker(
             step(ctx)
     elif _refusal_is_new(ctx):
         ctx.emit("Warning", ctx.diff.reason(), ctx.diff.message())
+    broker_status(ctx)
+    return ctx
+
+
+def refresh_broker(
+    api: KubeApi,
+    body: Mapping[str, Any],
+    *,
+    now: str,
+    emit: EventSink,
+    probe: Prober,
+    failed_pvs: Mapping[str, str] | None = None,
+) -> Context:
+    """The periodic pass: observe the broker's volumes (DescribeLogDirs, claims, PVs, health
+    Events, node) and write LogVolume and Broker status. Applies nothing."""
+    ctx = Context(
+        api=api,
+        body=body,
+        broker=BrokerSpec.from_body(body),
+        now=now,
+        emit=emit,
+        probe=probe,
+        failed_pvs=failed_pvs or {},
+    )
+    read_storage(ctx)
+    check_storage(ctx)
+    for step in REFRESH_STEPS:
+        step(ctx)
     broker_status(ctx)
     return ctx

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from spindle.operator import specs
 from spindle.operator.kube import KubeApi, Outcome
 from spindle.operator.specs import BrokerSpec
+from spindle.operator.specs.volume_state import DirReport, Evidence
 from spindle.operator.storage_diff import StorageDiff
 
 # A claim kept (deleteClaim: false) after its volume was removed: no longer the broker's.
@@ -17,6 +18,13 @@ LABEL_RELEASED = "spindle.io/released"
 
 class EventSink(Protocol):
     def __call__(self, type_: str, reason: str, message: str) -> None: ...
+
+
+class Prober(Protocol):
+    """Asks a broker for its log directories (``spindle.operator.brokers``); raises
+    ``BrokerUnreachable`` with the reason when it cannot."""
+
+    def __call__(self, broker: BrokerSpec) -> list[DirReport]: ...
 
 
 @dataclass
@@ -34,6 +42,11 @@ class Context:
     diff: StorageDiff = field(default_factory=StorageDiff)
     outcomes: list[Outcome] = field(default_factory=list)
     pod: dict[str, Any] | None = None
+    probe: Prober | None = None
+    evidence: dict[int, Evidence] = field(default_factory=dict)
+    #: PVs the operator saw in phase Failed (name -> message): kube-controller-manager puts a
+    #: bound PV back to Bound within milliseconds, so a re-read may no longer show it.
+    failed_pvs: Mapping[str, str] = field(default_factory=dict)
 
     def selector(self) -> str:
         return f"{specs.LABEL_BROKER}={self.broker.name},!{LABEL_RELEASED}"

@@ -9,13 +9,32 @@ volumes once they are empty, ``volume_status`` writes each LogVolume's status fr
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
 from spindle.operator import specs
-from spindle.operator.kube import LOGVOLUMES, PVCS, apply_object, is_subset
+from spindle.operator.kube import (
+    EVENTS,
+    LOGVOLUMES,
+    NODES,
+    PERSISTENTVOLUMES,
+    PODS,
+    PVCS,
+    KubeError,
+    apply_object,
+    is_subset,
+    post_event,
+)
 from spindle.operator.quantity import quantity_bytes
 from spindle.operator.reconcile.context import LABEL_RELEASED, Context
+from spindle.operator.specs import Obj
+from spindle.operator.specs.volume_state import (
+    BrokerUnreachable,
+    DirReport,
+    Evidence,
+    match_report,
+)
 from spindle.operator.storage_diff import ExistingVolume, diff_storage
 
 
@@ -107,6 +126,92 @@ def release_removed(ctx: Context) -> None:
             )
 
 
+def _node_problem(ctx: Context) -> str | None:
+    node_name = ((ctx.pod or {}).get("spec") or {}).get("nodeName")
+    if not node_name:
+        return None
+    node = ctx.api.get(NODES, None, node_name)
+    if node is None:
+        return f"node {node_name} of pod {ctx.broker.name} is gone"
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready" and cond.get("status") != "True":
+            return (
+                f"node {node_name} of pod {ctx.broker.name} is not Ready "
+                f"({cond.get('reason') or cond.get('status')}: {cond.get('message') or ''})"
+            )
+    return None
+
+
+def _health_events(ctx: Context, claim_name: str) -> list[dict[str, Any]]:
+    answer = ctx.api.request(
+        "GET",
+        EVENTS.path(ctx.broker.namespace),
+        query={
+            "fieldSelector": (
+                f"involvedObject.kind=PersistentVolumeClaim,involvedObject.name={claim_name}"
+            )
+        },
+    )
+    return list((answer or {}).get("items") or [])
+
+
+def observe_volumes(ctx: Context) -> None:
+    """Gather each volume's evidence (``specs.volume_state``): the broker's DescribeLogDirs
+    answer, the claim, its PV, the claim's volume-health Events and the Pod's node. A broker
+    that cannot be asked is recorded as such (it says nothing about its disks)."""
+    reports: list[DirReport] = []
+    probe_error: str | None = None
+    if ctx.probe is not None:
+        try:
+            reports = ctx.probe(ctx.broker)
+        except BrokerUnreachable as exc:
+            probe_error = str(exc)
+    else:
+        probe_error = "the operator has no broker client"
+    if ctx.pod is None:
+        ctx.pod = ctx.api.get(PODS, ctx.broker.namespace, ctx.broker.name)
+    node_problem = _node_problem(ctx)
+    for volume in ctx.broker.volumes:
+        claim_name = specs.pvc_name(ctx.broker.name, volume.id)
+        claim = ctx.api.get(PVCS, ctx.broker.namespace, claim_name)
+        pv_name = ((claim or {}).get("spec") or {}).get("volumeName")
+        pv = ctx.api.get(PERSISTENTVOLUMES, None, pv_name) if pv_name else None
+        if pv is not None and isinstance(pv_name, str) and pv_name in ctx.failed_pvs:
+            seen = {"phase": "Failed", "message": ctx.failed_pvs[pv_name]}
+            pv = {**pv, "status": {**(pv.get("status") or {}), **seen}}
+        ctx.evidence[volume.id] = Evidence(
+            report=match_report(reports, specs.mount_path(volume.id)),
+            probe_error=probe_error,
+            pvc=claim,
+            pv=pv,
+            health_events=_health_events(ctx, claim_name) if claim is not None else (),
+            node_problem=node_problem,
+        )
+
+
+def _announce(ctx: Context, live: Mapping[str, Any], old: Mapping[str, Any], new: Obj) -> None:
+    """Events for a state change: on the Broker (what ``kubectl describe broker`` shows) and
+    on the LogVolume, naming the failure source when it went Offline."""
+    before, after = old.get("state"), new.get("state")
+    failure = new.get("failure") or {}
+    new_source = failure.get("source") != (old.get("failure") or {}).get("source")
+    if before == after and not (after == "Offline" and new_source):
+        return
+    name = live["metadata"]["name"]
+    if after == "Offline":
+        type_, reason = "Warning", "VolumeOffline"
+        message = (
+            f"LogVolume {name} is Offline (source {failure.get('source')}): "
+            f"{failure.get('message')}"
+        )
+    else:
+        type_, reason = "Normal", f"Volume{after}"
+        message = f"LogVolume {name}: {before or 'new'} -> {after}"
+    ctx.emit(type_, reason, message)
+    with contextlib.suppress(KubeError):  # a courtesy; the Broker's copy was attempted
+        post_event(ctx.api, dict(live), type_=type_, reason=reason, message=message, now=ctx.now)
+
+
 def volume_status(ctx: Context) -> None:
     namespace = ctx.broker.namespace
     for volume in ctx.broker.volumes:
@@ -114,7 +219,12 @@ def volume_status(ctx: Context) -> None:
         live = ctx.api.get(LOGVOLUMES, namespace, name)
         if live is None:
             continue
-        claim = ctx.api.get(PVCS, namespace, specs.pvc_name(ctx.broker.name, volume.id))
+        evidence = ctx.evidence.get(volume.id)
+        claim = (
+            evidence.pvc
+            if evidence is not None
+            else ctx.api.get(PVCS, namespace, specs.pvc_name(ctx.broker.name, volume.id))
+        )
         current = live.get("status") or {}
         wanted = specs.logvolume_status(
             volume,
@@ -123,7 +233,10 @@ def volume_status(ctx: Context) -> None:
             pvc=claim,
             generation=int(live["metadata"].get("generation") or 0),
             now=ctx.now,
+            evidence=evidence,
         )
         if not is_subset(wanted, current):
             ctx.api.patch(LOGVOLUMES, namespace, name, {"status": wanted}, subresource="status")
-        ctx.logvolumes[volume.id] = {**live, "status": {**current, **wanted}}
+            _announce(ctx, live, current, wanted)
+        merged = {k: v for k, v in {**current, **wanted}.items() if v is not None}
+        ctx.logvolumes[volume.id] = {**live, "status": merged}

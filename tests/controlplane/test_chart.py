@@ -76,7 +76,8 @@ def test_namespace_scope_grants_roles_only_in_the_watched_namespaces(
     roles = sorted((d["kind"], d["metadata"]["namespace"]) for d in docs if d["kind"] == "Role")
     assert roles == [("Role", "team-a"), ("Role", "team-b")]
     cluster_roles = [d for d in docs if d["kind"] == "ClusterRole"]
-    # Only the discovery role is cluster-wide, and it reads CRDs and namespaces, nothing else.
+    # Only the discovery role is cluster-wide: it reads CRDs and namespaces, and PVs and nodes
+    # (LogVolume status: a claim's PV Failed, the broker's node gone), nothing else.
     assert [r["metadata"]["name"] for r in cluster_roles] == ["scoped-spindle-operator-discovery"]
     assert cluster_roles[0]["rules"] == [
         {
@@ -85,6 +86,8 @@ def test_namespace_scope_grants_roles_only_in_the_watched_namespaces(
             "verbs": ["list", "watch"],
         },
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
+        {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
     ]
     (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]

@@ -135,8 +135,9 @@ def test_reconciling_an_unchanged_broker_writes_nothing_and_is_silent(
 
     before = versions()
     events.clear()
+    # Within the probe stamp's period (PROBE_STAMP_SECONDS): lastProbeTime alone is not moved.
     again = reconcile_broker(
-        api, cluster.get("broker", "one"), now="2026-01-01T00:01:00Z", emit=events
+        api, cluster.get("broker", "one"), now="2026-01-01T00:00:20Z", emit=events
     )
     assert {o.action for o in again.outcomes} == {"Unchanged"}
     assert events == []

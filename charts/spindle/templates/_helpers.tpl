@@ -36,8 +36,10 @@ What the operator does in the namespaces it serves, verb by verb (least privileg
 - LogVolumes: created, patched and deleted by the operator (one per volume), status written.
 - Reassignments and Rebalances: watched, annotated by kopf, status written.
 - Pods, PVCs, ConfigMaps, Services: the objects a Broker owns, created/patched/deleted.
-- Events (core/v1, which kopf and the operator post): what kubectl describe shows.
-No Secrets, no Nodes, no PersistentVolumes writes, no wildcard.
+- Events (core/v1, which kopf and the operator post): what kubectl describe shows; read too,
+  for volume-health Events (VolumeConditionAbnormal) on claims.
+No Secrets, no Node or PersistentVolume writes (both only read, cluster-wide, for LogVolume
+status), no wildcard.
 */}}
 {{- define "spindle.namespacedRules" -}}
 - apiGroups: [spindle.io]
@@ -54,5 +56,5 @@ No Secrets, no Nodes, no PersistentVolumes writes, no wildcard.
   verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [""]
   resources: [events]
-  verbs: [create]
+  verbs: [create, list, watch]
 {{- end -}}
