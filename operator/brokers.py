@@ -260,6 +260,7 @@ def cluster_admin(
 PROBE_TIMEOUT_MS = 3_000
 #: Pauses between the tries of a failed call (a broker restarting, a connection just dropped).
 PROBE_BACKOFF_S = (0.2, 0.5)
+CORDONED_KEY = "cordoned.log.dirs"  # KIP-1066
 
 
 class LogDirClients:
@@ -300,30 +301,67 @@ class LogDirClients:
             with contextlib.suppress(Exception):
                 client.close()
 
-    def describe_dirs(self, servers: Sequence[str], broker_id: int) -> list[DirReport]:
-        """DescribeLogDirs (all topics) sent to ``broker_id``: each directory with its error,
-        replica count, bytes used by replicas (future replicas excluded: they are copies in
-        flight) and, from v4, the file system's total and usable bytes. Retried with backoff;
-        a broker that still cannot be asked raises ``BrokerUnreachable``."""
+    def _call(self, servers: Sequence[str], what: str, fn: Callable[[KafkaAdminClient], T]) -> T:
+        """``fn`` on the connection to ``servers``, retried with backoff (the connection is
+        dropped and reopened after a failure); ``BrokerUnreachable`` naming ``what`` when every
+        try failed."""
         last: BaseException | None = None
         for pause in (*PROBE_BACKOFF_S, None):
             try:
                 lock, client = self._client(servers)
                 with lock:
-                    answer = client.describe_log_dirs(brokers=[broker_id])
-                return [_dir_report(d) for entry in answer for d in entry["log_dirs"]]
+                    return fn(client)
             except (kafka_errors.KafkaError, OSError, KeyError, ValueError) as exc:
                 last = exc
                 self._drop(servers)
                 if pause is not None:
                     time.sleep(pause)
         raise BrokerUnreachable(
-            f"DescribeLogDirs to broker {broker_id} at {', '.join(servers)} failed after "
-            f"{len(PROBE_BACKOFF_S) + 1} tries: {type(last).__name__}: {last}"
+            f"{what} at {', '.join(servers)} failed after {len(PROBE_BACKOFF_S) + 1} tries: "
+            f"{type(last).__name__}: {last}"
         )
 
+    def cordoned_dirs(self, servers: Sequence[str], broker_id: int) -> list[str]:
+        """The broker's effective ``cordoned.log.dirs`` (KIP-1066), from DescribeConfigs."""
 
-def _dir_report(d: Mapping[str, Any]) -> DirReport:
+        def read(client: KafkaAdminClient) -> list[str]:
+            resource = ConfigResource(ConfigResourceType.BROKER, str(broker_id))
+            answer = client.describe_configs([resource])
+            entry = (answer.get("broker") or {}).get(str(broker_id)) or {}
+            value = (entry.get(CORDONED_KEY) or {}).get("value") or ""
+            return [p for p in str(value).split(",") if p.strip()]
+
+        return self._call(servers, f"DescribeConfigs of broker {broker_id}", read)
+
+    def set_cordoned(self, servers: Sequence[str], broker_id: int, paths: Sequence[str]) -> None:
+        """IncrementalAlterConfigs of the broker's ``cordoned.log.dirs`` (DELETE when empty);
+        a refusal raises ``BrokerUnreachable`` with the broker's reason."""
+        op = (AlterConfigOp.SET, ",".join(paths)) if paths else (AlterConfigOp.DELETE, None)
+
+        def alter(client: KafkaAdminClient) -> Any:
+            resource = ConfigResource(ConfigResourceType.BROKER, str(broker_id), {CORDONED_KEY: op})
+            return client.alter_configs([resource], raise_on_unknown=False, incremental=True)
+
+        answer = self._call(servers, f"IncrementalAlterConfigs of broker {broker_id}", alter)
+        result = (answer.get("broker") or {}).get(str(broker_id))
+        if result not in (None, "OK") and getattr(result, "errno", 0) not in (0, None):
+            raise BrokerUnreachable(f"broker {broker_id} refused {CORDONED_KEY}: {result}")
+
+    def describe_dirs(self, servers: Sequence[str], broker_id: int) -> list[DirReport]:
+        """DescribeLogDirs (all topics) sent to ``broker_id``: each directory with its error,
+        replica count, bytes used by replicas (future replicas excluded: they are copies in
+        flight), from v4 the file system's total and usable bytes, and whether the broker's
+        ``cordoned.log.dirs`` names it. ``BrokerUnreachable`` when it cannot be asked."""
+        answer = self._call(
+            servers,
+            f"DescribeLogDirs to broker {broker_id}",
+            lambda client: client.describe_log_dirs(brokers=[broker_id]),
+        )
+        cordoned = set(self.cordoned_dirs(servers, broker_id))
+        return [_dir_report(d, cordoned) for entry in answer for d in entry["log_dirs"]]
+
+
+def _dir_report(d: Mapping[str, Any], cordoned: set[str]) -> DirReport:
     code = int(d.get("error_code") or 0)
     error = None if code == 0 else str(kafka_errors.for_code(code).__name__)
     replicas = used = 0
@@ -342,4 +380,5 @@ def _dir_report(d: Mapping[str, Any]) -> DirReport:
         used_bytes=used,
         total_bytes=int(total) if isinstance(total, int) and total >= 0 else None,
         usable_bytes=int(usable) if isinstance(usable, int) and usable >= 0 else None,
+        cordoned=str(d["log_dir"]) in cordoned,
     )

@@ -159,7 +159,13 @@ def _reconcile_locked(
     try:
         if refresh and probe is not None:
             refresh_broker(
-                api, body, now=now, emit=emit, probe=probe, failed_pvs=memo.get("failed_pvs")
+                api,
+                body,
+                now=now,
+                emit=emit,
+                probe=probe,
+                failed_pvs=memo.get("failed_pvs"),
+                cordon=memo.get("cordon"),
             )
         else:
             reconcile_broker(api, body, now=now, emit=emit, probe=probe)

@@ -134,6 +134,11 @@ def start_probes(memo: kopf.Memo, **_: Any) -> None:
     # kafka-python logs every failed bootstrap attempt; a broker that is down is reported in
     # its LogVolumes' Reported condition instead.
     logging.getLogger("kafka").setLevel(logging.ERROR)
+
+    def cordon(broker: BrokerSpec, paths: list[str]) -> None:
+        clients.set_cordoned(bootstrap_servers(broker, overrides), broker.broker_id, paths)
+
+    memo.cordon = cordon
     memo.logdir_clients = clients
     memo.last_probe = last_probe
     memo.failed_pvs = {}

@@ -62,9 +62,11 @@ DYNAMIC_BROKER_CONFIGS = frozenset(
         "replica.alter.log.dirs.io.max.bytes.per.second",
         "leader.replication.throttled.rate",
         "follower.replication.throttled.rate",
+        "cordoned.log.dirs",
     }
 )
-"""Broker configs that can change at run time (the throttles the JBOD tools set)."""
+"""Broker configs that can change at run time (the throttles the JBOD tools set, and KIP-1066's
+``cordoned.log.dirs``: directories that take no new replicas)."""
 
 MAX_LONG = (1 << 63) - 1
 ASSIGN_ATTEMPTS = 20

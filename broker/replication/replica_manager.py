@@ -39,6 +39,7 @@ from .roles import IsrWriter, PartitionRoles
 log = logging.getLogger(__name__)
 
 THROTTLE_KEY = "replica.alter.log.dirs.io.max.bytes.per.second"
+CORDONED_KEY = "cordoned.log.dirs"  # KIP-1066: directories that take no new replicas
 UNLIMITED = (1 << 63) - 1
 
 
@@ -349,6 +350,10 @@ class ReplicaManager:
         if value is None:
             value = self.static_configs.get(THROTTLE_KEY, str(UNLIMITED))
         self.logs.set_alter_log_dirs_throttle(int(value))
+        cordoned = store.get(str(self.node_id), {}).get(CORDONED_KEY)
+        if cordoned is None:
+            cordoned = self.static_configs.get(CORDONED_KEY, "")
+        self.logs.set_cordoned([p for p in cordoned.split(",") if p.strip()])
 
     # --- following the metadata ------------------------------------------------------------
 

@@ -25,7 +25,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 
 from spindle.broker.common.clock import Clock, SystemClock
 from spindle.broker.common.errors import ErrorCode, KafkaError, KafkaStorageError
@@ -84,6 +84,7 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._futures: dict[TopicPartition, Log] = {}
         self._preferred: dict[TopicPartition, str] = {}
+        self._cordoned: frozenset[str] = frozenset()
         self._offline_partitions: set[TopicPartition] = set()
         self._listeners: list[OfflineListener] = []
         self._move_listeners: list[MoveListener] = []
@@ -226,7 +227,7 @@ class LogManager:
             return lg
 
     def _place(self) -> str:
-        counts = {p: 0 for p in self.online_dirs}
+        counts = {p: 0 for p in self.online_dirs if p not in self._cordoned}
         for lg in [*self._logs.values(), *self._futures.values()]:
             if lg.logdir_path in counts:
                 counts[lg.logdir_path] += 1
@@ -286,6 +287,8 @@ class LogManager:
             return ErrorCode.LOG_DIR_NOT_FOUND
         if self.failures.is_offline(dest):
             return ErrorCode.KAFKA_STORAGE_ERROR
+        if dest in self._cordoned and self._logs_dir(tp) != dest:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT  # KIP-1066: no new replicas there
         with self._admin_lock:
             for _ in range(3):
                 code = self._change_dir_once(tp, dest)
@@ -369,6 +372,20 @@ class LogManager:
             job.swapping = False
             if job.swapped and self._futures.get(job.tp) is job.future:
                 del self._futures[job.tp]
+
+    def set_cordoned(self, paths: Iterable[str]) -> None:
+        """KIP-1066 ``cordoned.log.dirs``: configured directories that take no new replicas
+        (placement skips them; moves into them are refused). Unknown paths are ignored."""
+        self._cordoned = frozenset(os.path.normpath(p) for p in paths) & frozenset(self._dirs)
+
+    @property
+    def cordoned_dirs(self) -> frozenset[str]:
+        return self._cordoned
+
+    def _logs_dir(self, tp: TopicPartition) -> str | None:
+        with self._lock:
+            lg = self._logs.get(tp)
+            return lg.logdir_path if lg is not None else None
 
     def set_alter_log_dirs_throttle(self, bytes_per_sec: int | None) -> None:
         """Dynamic ``replica.alter.log.dirs.io.max.bytes.per.second``; None = unlimited."""

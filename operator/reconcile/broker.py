@@ -25,8 +25,9 @@ from typing import Any
 
 from spindle.operator import specs
 from spindle.operator.kube import BROKERS, PODS, KubeApi, apply_object, is_subset
-from spindle.operator.reconcile.context import Context, EventSink, Prober
+from spindle.operator.reconcile.context import Context, Cordoner, EventSink, Prober
 from spindle.operator.reconcile.logvolume import (
+    apply_cordons,
     apply_volumes,
     check_storage,
     observe_volumes,
@@ -142,11 +143,12 @@ STEPS: tuple[Step, ...] = (
     release_removed,
     apply_pod,
     observe_volumes,
+    apply_cordons,
     volume_status,
 )
 #: What a periodic refresh runs (``refresh_broker``): the observing steps only, so a probe
 #: every few seconds costs reads and, when something changed, status writes -- never an apply.
-REFRESH_STEPS: tuple[Step, ...] = (observe_volumes, volume_status)
+REFRESH_STEPS: tuple[Step, ...] = (observe_volumes, apply_cordons, volume_status)
 
 
 def reconcile_broker(
@@ -157,6 +159,7 @@ def reconcile_broker(
     emit: EventSink,
     probe: Prober | None = None,
     failed_pvs: Mapping[str, str] | None = None,
+    cordon: Cordoner | None = None,
 ) -> Context:
     """Run the steps for one Broker. A refused storage change touches nothing but status."""
     ctx = Context(
@@ -167,6 +170,7 @@ def reconcile_broker(
         emit=emit,
         probe=probe,
         failed_pvs=failed_pvs or {},
+        cordon=cordon,
     )
     read_storage(ctx)
     check_storage(ctx)
@@ -187,6 +191,7 @@ def refresh_broker(
     emit: EventSink,
     probe: Prober,
     failed_pvs: Mapping[str, str] | None = None,
+    cordon: Cordoner | None = None,
 ) -> Context:
     """The periodic pass: observe the broker's volumes (DescribeLogDirs, claims, PVs, health
     Events, node) and write LogVolume and Broker status. Applies nothing."""
@@ -198,6 +203,7 @@ def refresh_broker(
         emit=emit,
         probe=probe,
         failed_pvs=failed_pvs or {},
+        cordon=cordon,
     )
     read_storage(ctx)
     check_storage(ctx)

@@ -27,6 +27,12 @@ class Prober(Protocol):
     def __call__(self, broker: BrokerSpec) -> list[DirReport]: ...
 
 
+class Cordoner(Protocol):
+    """Sets a broker's ``cordoned.log.dirs`` (KIP-1066) to exactly ``paths``."""
+
+    def __call__(self, broker: BrokerSpec, paths: list[str]) -> None: ...
+
+
 @dataclass
 class Context:
     """What one reconcile reads and decides, passed from step to step."""
@@ -43,6 +49,7 @@ class Context:
     outcomes: list[Outcome] = field(default_factory=list)
     pod: dict[str, Any] | None = None
     probe: Prober | None = None
+    cordon: Cordoner | None = None
     evidence: dict[int, Evidence] = field(default_factory=dict)
     #: PVs the operator saw in phase Failed (name -> message): kube-controller-manager puts a
     #: bound PV back to Bound within milliseconds, so a re-read may no longer show it.

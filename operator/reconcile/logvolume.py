@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from spindle.operator import specs
@@ -187,6 +188,44 @@ def observe_volumes(ctx: Context) -> None:
             health_events=_health_events(ctx, claim_name) if claim is not None else (),
             node_problem=node_problem,
         )
+
+
+CORDONING_STATES = frozenset({"Cordoned", "Drained"})
+
+
+def apply_cordons(ctx: Context) -> None:
+    """The user's intent on the broker: every directory whose LogVolume asks for
+    ``Cordoned`` (or ``Drained``, which cordons first) is in the broker's
+    ``cordoned.log.dirs`` (KIP-1066), and no other. Paths are the broker's own (from its
+    last DescribeLogDirs); a directory it has not reported on waits for the next pass."""
+    if ctx.cordon is None:
+        return
+    reports = {v: e.report for v, e in ctx.evidence.items() if e.report is not None}
+    if not reports:
+        return
+    current = sorted(r.path for r in reports.values() if r.cordoned)
+    wanted = sorted(
+        r.path
+        for v, r in reports.items()
+        if ((ctx.logvolumes.get(v) or {}).get("spec") or {}).get("desiredState") in CORDONING_STATES
+    )
+    if wanted == current:
+        return
+    try:
+        ctx.cordon(ctx.broker, wanted)
+    except BrokerUnreachable as exc:
+        ctx.emit("Warning", "CordonFailed", str(exc))
+        return
+    added, removed = set(wanted) - set(current), set(current) - set(wanted)
+    if added:
+        ctx.emit("Normal", "DirectoryCordoned", f"cordoned.log.dirs += {', '.join(sorted(added))}")
+    if removed:
+        ctx.emit(
+            "Normal", "DirectoryUncordoned", f"cordoned.log.dirs -= {', '.join(sorted(removed))}"
+        )
+    for v, r in reports.items():  # the broker now says so; show it without waiting a probe
+        e = ctx.evidence[v]
+        ctx.evidence[v] = replace(e, report=replace(r, cordoned=r.path in wanted))
 
 
 def _announce(ctx: Context, live: Mapping[str, Any], old: Mapping[str, Any], new: Obj) -> None:

@@ -76,6 +76,7 @@ def logvolume_status(
     if report is not None and report.error is None:
         status["usedBytes"] = report.used_bytes
         status["replicaCount"] = report.replicas
+        status["cordoned"] = report.cordoned
         if report.usable_bytes is not None and report.usable_bytes >= 0:
             status["usableBytes"] = report.usable_bytes
     used = status.get("usedBytes", current.get("usedBytes"))

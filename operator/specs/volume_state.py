@@ -45,6 +45,7 @@ class DirReport:
     used_bytes: int = 0
     total_bytes: int | None = None  # DescribeLogDirs v4; None when the broker did not say
     usable_bytes: int | None = None
+    cordoned: bool = False  # named in the broker's cordoned.log.dirs (KIP-1066)
 
 
 @dataclass(frozen=True)
@@ -150,4 +151,4 @@ def decide_state(
         if state == "Offline":
             return "Pending", None  # the non-broker failure cleared; wait for a report
         return state, None
-    return "Active", None
+    return ("Cordoned" if evidence.report.cordoned else "Active"), None

@@ -7,7 +7,8 @@ loopback whose two log directories are their own tmpfs mounts, a real operator p
 local control plane pointed at it with ``--bootstrap``, a Broker object declaring those two
 volumes. Then, in order: bytes and replicas appear; one directory's file system is remounted
 read-only under an acks=all producer (the broker takes it offline, KIP-112) and its LogVolume
-goes ``Offline`` (source IOError); a volume-health Event on the other directory's claim
+goes ``Offline`` (source IOError) -- after a cordon of it was shown to keep new replicas
+off it (KIP-1066 ``cordoned.log.dirs`` set by the operator); a volume-health Event on the other directory's claim
 (source VolumeHealth); then its PV marked ``Failed`` through the API (source
 PersistentVolumeFailed, which outranks the health report).
 """
@@ -27,8 +28,8 @@ from typing import Any
 
 import pytest
 from controlplane import stop_process_group
-from kafka import KafkaProducer
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka import KafkaProducer, TopicPartitionReplica
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux" or __import__("os").geteuid() != 0,
@@ -211,6 +212,64 @@ def test_logvolumes_show_the_brokers_real_bytes_and_replicas(
             "Reported": "True",
         }, (i, s)
     assert all(s["usedBytes"] > 0 for s in statuses)  # both directories hold replicas
+
+
+def test_a_cordoned_volume_takes_no_new_replicas_until_uncordoned(
+    scene: Scene, wait_for: Callable[..., Any]
+) -> None:
+    def desire(volume: int, state: str) -> None:
+        scene.cluster.kubectl(
+            "patch",
+            "logvolume",
+            f"b1-data-{volume}",
+            "--type=merge",
+            "-p",
+            json.dumps({"spec": {"desiredState": state}}),
+        )
+
+    desire(1, "Cordoned")
+    status = wait_for(
+        lambda: (s := scene.lv(1)).get("state") == "Cordoned" and s,
+        what="LogVolume b1-data-1 Cordoned",
+    )
+    assert status["cordoned"] is True
+    assert scene.lv(0)["state"] == "Active"
+    assert scene.events("DirectoryCordoned")
+    admin = KafkaAdminClient(bootstrap_servers=scene.broker.bootstrap)
+    try:
+        # The broker's own config says so (kafka-configs would show the same).
+        configs = admin.describe_configs(
+            [ConfigResource(ConfigResourceType.BROKER, str(scene.broker.node_id))]
+        )
+        value = configs["broker"][str(scene.broker.node_id)]["cordoned.log.dirs"]["value"]
+        assert value == str(scene.dirs[1])
+        admin.create_topics([NewTopic("placed", num_partitions=6, replication_factor=1)])
+
+        def placed() -> Any:
+            where = {}
+            for entry in admin.describe_log_dirs(brokers=[scene.broker.node_id]):
+                for d in entry["log_dirs"]:
+                    for t in d.get("topics") or ():
+                        if t["name"] == "placed":
+                            for p in t["partitions"]:
+                                where[p["partition_index"]] = d["log_dir"]
+            return where if len(where) == 6 else None
+
+        where = wait_for(placed, what="the six new replicas on disk")
+        # Moving a replica into the cordoned directory is refused (KIP-1066).
+        refused = admin.alter_replica_log_dirs(
+            {TopicPartitionReplica("placed", 0, scene.broker.node_id): str(scene.dirs[1])}
+        )
+        assert [e.__name__ for e in refused.values()] == ["InvalidReplicationAssignmentError"]
+    finally:
+        admin.close()
+    assert set(where.values()) == {str(scene.dirs[0])}, where
+    desire(1, "Active")
+    status = wait_for(
+        lambda: (s := scene.lv(1)).get("state") == "Active" and s,
+        what="LogVolume b1-data-1 Active again",
+    )
+    assert status["cordoned"] is False
 
 
 def test_a_directory_failing_for_real_goes_offline_naming_the_broker_as_source(
