@@ -168,7 +168,15 @@ def _reconcile_locked(
                 cordon=memo.get("cordon"),
             )
         else:
-            reconcile_broker(api, body, now=now, emit=emit, probe=probe)
+            reconcile_broker(
+                api,
+                body,
+                now=now,
+                emit=emit,
+                probe=probe,
+                failed_pvs=memo.get("failed_pvs"),
+                cordon=memo.get("cordon"),
+            )
     except KubeError as exc:
         if exc.status == 403 and "being terminated" in exc.server_message:
             # The namespace is being deleted and takes the Broker with it; recreating
