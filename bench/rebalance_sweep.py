@@ -1,5 +1,14 @@
-"""Sweep of mid-size and small clusters: how often the planner leaves an achievable soft goal
-unmet or refuses a plan (not a test; run ``.venv/bin/python -P bench/rebalance_sweep.py``).
+"""Sweep of shape families, mid-size and small clusters: how often the planner leaves an
+achievable soft goal unmet or refuses a plan (not a test; run
+``.venv/bin/python -P bench/rebalance_sweep.py``).
+
+Families (issue 15): every ``generator.FAMILIES`` shape (uniform, aged brokers, unequal
+disks, unequal racks, hot topics, new brokers, mixed replication, rule violations, all of
+them combined) over ``--seeds`` seeds from ``--min-replicas`` to ``--max-replicas``
+replicas, planned in full mode; then the executed result planned again. Per family:
+plans leaving a goal unmet that the hard rules allow (and how many offenders), bytes moved
+over the lower bound (median, worst), the re-plan's changed partitions as a share of all
+partitions and its bytes as a share of the first plan's (median, worst), planning seconds.
 
 Mid-size: 24 generated clusters of 8-16 brokers, 500-3000 replicas, 3 racks, some Offline
 and Draining directories and new brokers, planned in full mode (numpy preparation) three
@@ -30,8 +39,15 @@ from collections.abc import Callable
 from typing import Any
 
 from spindle.rebalance import core
-from spindle.rebalance.generator import Shape, generate, mid_shape, small_shape
-from spindle.rebalance.model import Goals, PlanError
+from spindle.rebalance.generator import (
+    FAMILIES,
+    Shape,
+    family_shape,
+    generate,
+    mid_shape,
+    small_shape,
+)
+from spindle.rebalance.model import Goals, PlanError, executed
 from spindle.rebalance.pipeline import make_plan
 from spindle.rebalance.scope import Request
 
@@ -94,6 +110,94 @@ def one(shape: Shape, **kw: Any) -> dict[str, Any]:
     }
 
 
+def family_case(family: str, seed: int, replicas: int, goals: Goals) -> dict[str, Any]:
+    """Plan one family cluster, then plan the executed result again."""
+    cluster = generate(family_shape(family, seed, replicas))
+    t0 = time.perf_counter()
+    try:
+        first = make_plan(cluster, Request(mode="full"), goals=goals, detail=False)
+    except PlanError as exc:
+        return {"refused": True, "why": str(exc)[-200:], "s": time.perf_counter() - t0}
+    seconds = time.perf_counter() - t0
+    s = first.summary
+    status = s["goalStatus"]
+    fixable = {
+        g: sum(1 for o in v.get("offenders", []) if o["achievable"]) for g, v in status.items()
+    }
+    after = executed(cluster, first.placement, first.leader)
+    try:
+        again = make_plan(after, Request(mode="full"), goals=goals, detail=False).summary
+    except PlanError as exc:
+        again = {"refusedWhy": str(exc)[-200:]}
+    moved = s["bytesMoved"]["total"]
+    return {
+        "refused": False,
+        "replicas": cluster.n_replicas,
+        "unmet": [g for g, v in status.items() if v["status"] == "unmet"],
+        "fixable": sum(fixable.values()),
+        "overBound": s["bytesOverLowerBound"],
+        "preferredLeaderChanges": s["preferredLeaderChanges"],
+        "replanRefused": "refusedWhy" in again,
+        "replanPartitions": again.get("partitionsChanged", 0) / max(cluster.n_partitions, 1),
+        "replanBytes": (again.get("bytesMoved", {}).get("total", 0) / moved) if moved else 0.0,
+        "s": seconds,
+    }
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    if not xs:
+        return 0.0
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else 0.5 * (xs[mid - 1] + xs[mid])
+
+
+def family_tally(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    done = [r for r in rows if not r["refused"]]
+    over = [r["overBound"] for r in done if r["overBound"] is not None]
+    rp = [r["replanPartitions"] for r in done]
+    rb = [r["replanBytes"] for r in done]
+    secs = [r["s"] for r in done]
+    return {
+        "cases": len(rows),
+        "refused": len(rows) - len(done),
+        "unmetAchievable": sum(1 for r in done if r["unmet"] and r["fixable"]),
+        "fixableOffenders": sum(r["fixable"] for r in done),
+        "overBoundMedian": round(_median(over), 3),
+        "overBoundMax": round(max(over, default=0.0), 3),
+        "replanPartitionsPctMedian": round(100 * _median(rp), 2),
+        "replanPartitionsPctMax": round(100 * max(rp, default=0.0), 2),
+        "replanBytesPctMedian": round(100 * _median(rb), 2),
+        "replanBytesPctMax": round(100 * max(rb, default=0.0), 2),
+        "replanRefused": sum(1 for r in done if r["replanRefused"]),
+        "preferredLeaderChanges": sum(r["preferredLeaderChanges"] for r in done),
+        "secondsMean": round(sum(secs) / max(len(secs), 1), 2),
+        "secondsMax": round(max(secs, default=0.0), 2),
+    }
+
+
+def families(args: argparse.Namespace) -> dict[str, Any]:
+    """Every family over the seeds, replicas spread evenly from min to max."""
+    out: dict[str, Any] = {}
+    n = max(args.seeds, 1)
+    step = (args.max_replicas - args.min_replicas) / max(n - 1, 1)
+    chosen = args.families.split(",") if args.families else list(FAMILIES)
+    goals = Goals(leader_reorder=not args.no_reorder)
+    for fam in chosen:
+        rows = [family_case(fam, s, int(args.min_replicas + s * step), goals) for s in range(n)]
+        out[fam] = family_tally(rows)
+        t = out[fam]
+        print(
+            f"{fam:14s} unmet {t['unmetAchievable']}/{t['cases']} (offenders "
+            f"{t['fixableOffenders']}), over bound {t['overBoundMedian']} (max "
+            f"{t['overBoundMax']}), re-plan partitions {t['replanPartitionsPctMedian']}% (max "
+            f"{t['replanPartitionsPctMax']}%), bytes {t['replanBytesPctMedian']}% (max "
+            f"{t['replanBytesPctMax']}%), {t['secondsMean']}s/plan",
+            flush=True,
+        )
+    return out
+
+
 def without_exchanges(fn: Callable[[], Any]) -> Any:
     """Run fn with the core's exchange phase switched off (the one-move greedy)."""
     saved = getattr(core, "exchange_counts", None)
@@ -124,8 +228,21 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mid", type=int, default=24, help="mid-size clusters (seeds 0..N-1)")
     ap.add_argument("--small", type=int, default=12, help="small clusters (seeds 0..N-1)")
+    ap.add_argument("--seeds", type=int, default=10, help="clusters per shape family")
+    ap.add_argument("--min-replicas", type=int, default=2_000)
+    ap.add_argument("--max-replicas", type=int, default=20_000)
+    ap.add_argument("--families", default="", help="comma-separated (default: all)")
+    ap.add_argument("--only-families", action="store_true", help="skip mid, grown, small")
+    ap.add_argument(
+        "--no-reorder", action="store_true", help="families: leaders by moving replicas only"
+    )
     args = ap.parse_args()
     load0 = os.getloadavg()[0]
+    fam = families(args) if args.seeds > 0 else {}
+    if args.only_families:
+        print(json.dumps({"bench": "rebalance_sweep", "loadAvg": round(load0, 2), "families": fam}))
+        sys.stdout.flush()
+        return
 
     mid_before = [
         without_exchanges(lambda s=s: one(mid_shape(s), exact_limit=0)) for s in range(args.mid)
@@ -163,6 +280,7 @@ def main() -> None:
     out = {
         "bench": "rebalance_sweep",
         "loadAvg": round(load0, 2),
+        "families": fam,
         "mid": {
             "greedyOnly": tally(mid_before),
             "withExchanges": tally(mid_exch),

@@ -15,7 +15,9 @@ One plan flows through these modules (``pipeline.make_plan`` runs them in order)
   ``state``         ``PlannerState``: loads, counts, targets, ``apply`` and the move budget
   ``placement``     the destination search and source picking every phase shares
   ``byte_phases``   evacuation, rack fixes, capacity relief, broker and disk byte balance
-  ``count_phases``  replica and leader counts (proposer rounds, then one move at a time)
+  ``count_phases``  replica and leader counts (proposer rounds, then one move at a time),
+                    and leaders by preferred-leader changes (no bytes) first
+  ``leader_paths``  what one-hop preferred-leader changes leave, along chains of brokers
   ``propose``       the count phases' candidates in rounds ("the proposer proposes, the driver
                     disposes") -- ``propose_spark`` runs the same array code as Spark jobs
   ``exchange``      count moves that trade replicas between two brokers so bytes stay in band
@@ -24,9 +26,10 @@ One plan flows through these modules (``pipeline.make_plan`` runs them in order)
   ``report``        reassignment JSON, balance figures, lower bounds, independent hard-rule check
   ``achievable``    which soft-goal bands the hard rules put out of reach (Offline-dir brokers,
                     racks), so the summary tells a planner shortfall from a real limit
-  ``pipeline``      ``make_plan``: the order above, the exact fallback, the summary
+  ``pipeline``      ``make_plan``: the order above, a second greedy pass over the first's
+                    result when an achievable goal is left unmet, the exact fallback, the summary
   ``cli``           ``spindle-rebalance plan|generate``; also the ``spark-submit`` entry point
-  ``generator``     synthetic skewed clusters for tests and ``bench/rebalance.py``
+  ``generator``     synthetic skewed clusters (shape families) for tests and the benchmarks
 
 Only ``spark_job`` and ``propose_spark`` import pyspark (``pipeline`` and ``cli`` reach them
 only when given a Spark session); an import-linter contract keeps the rest free of it.

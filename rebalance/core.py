@@ -51,6 +51,7 @@ from spindle.rebalance.goals import (
     Rack,
     ReplicaCount,
 )
+from spindle.rebalance.leader_paths import reorder_paths
 from spindle.rebalance.model import Cluster, Goals, SnapshotError
 from spindle.rebalance.placement import Placer
 from spindle.rebalance.prepare import Prepared
@@ -91,11 +92,14 @@ class Step:
 
 def _counts(pl: Planner) -> None:
     """Replica then leader counts; leader moves can push a replica count out again (and the
-    reverse), so up to three passes."""
+    reverse), so up to three passes. Leadership goes by preferred-leader changes first (no
+    bytes), one hop then along chains; bytes move for leaders only where those cannot reach
+    the band."""
     for _ in range(3):
         balance_counts(pl, leaders=False)
         if pl.g.leader_reorder:
             reorder_leaders(pl)
+            reorder_paths(pl)
         balance_counts(pl, leaders=True)
         if pl.counts_in_band():
             break

@@ -1,7 +1,7 @@
 """The greedy's count phases: replica and leader counts into their bands with the smallest
 replicas, mostly in proposer rounds ("the proposer proposes, the driver disposes", see
-``propose``), then one move at a time for what the rounds leave; and the opt-in zero-byte
-leader reordering.
+``propose``), then one move at a time for what the rounds leave; and the zero-byte
+leader reordering (on by default; ``Goals.leader_reorder``).
 
 Each phase is a function over the planner (``placement.Placer``); the rounds' constants live
 here so a test may lower ``ROUND_MIN`` to exercise rounds on a small cluster.
@@ -427,7 +427,7 @@ def _give_small(
 
 
 def reorder_leaders(pl: Placer) -> None:
-    """Zero-byte leader balance (opt-in): a broker above the leader band hands leadership
+    """Zero-byte leader balance (on by default): a broker above the leader band hands leadership
     of a partition to a follower on a broker below it, and a broker below the band takes
     leadership from the most-leading broker among its partitions' leaders."""
     for phase in ("excess", "deficit"):

@@ -10,7 +10,7 @@ few directories are Offline or being drained. Deterministic for a seed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from spindle.rebalance.model import ACTIVE, DRAINING, OFFLINE, Cluster
@@ -34,6 +34,17 @@ class Shape:
     disk_sizes: tuple[float, ...] = (1.0, 1.5, 2.0)  # relative sizes of JBOD disks
     target_utilisation: float = 0.5  # cluster mean
     external: float = 0.01  # up to this fraction of a disk used by other files
+    #: Relative rack sizes (brokers per rack); empty: brokers dealt to racks in turn.
+    rack_weights: tuple[float, ...] = ()
+    #: The first brokers, which alone held the older topics (the cluster grew later).
+    aged_brokers: int = 0
+    #: How much larger the older topics are (retention has had years to fill them).
+    aged_factor: float = 1.0
+    #: Replication factors topics pick from (each equally likely); empty: ``replication``.
+    replication_mix: tuple[int, ...] = ()
+    #: Fraction of partitions with two replicas on one rack before any plan (a past manual
+    #: reassignment): a rule the full mode must repair.
+    rack_violations: float = 0.0
     seed: int = 0
 
 
@@ -43,25 +54,33 @@ def generate(shape: Shape) -> Cluster:
     n_b = shape.brokers
     if n_b < 1 or shape.disks < 1:
         raise ValueError("need at least one broker and one disk")
-    rf = min(shape.replication, n_b)
+    rf = min(max(shape.replication_mix or (shape.replication,)), n_b)
     n_racks = max(1, min(shape.racks, n_b))
     broker_ids = np.arange(1, n_b + 1, dtype=np.int64)
-    broker_rack = (np.arange(n_b) % n_racks).astype(np.int32)
-    n_topics, topic_of, part_num, part_bytes = _topics(shape, rng, max(1, shape.replicas // rf))
+    broker_rack = _racks(shape, n_b, n_racks)
+    mean_rf = float(np.mean(shape.replication_mix)) if shape.replication_mix else rf
+    n_topics, topic_of, part_num, part_bytes = _topics(
+        shape, rng, max(1, int(shape.replicas // mean_rf))
+    )
     n_parts = len(topic_of)
-    brokers = _kafka_brokers(shape, rng, n_topics, topic_of, part_num, broker_rack, rf)
-    flat_b = brokers.reshape(-1)
+    part_rf = _part_rf(shape, rng, n_topics, topic_of, n_b)
+    brokers = _kafka_brokers(shape, rng, n_topics, topic_of, part_num, broker_rack, part_rf)
+    if shape.rack_violations > 0:
+        _violate_racks(shape, rng, brokers, broker_rack, part_rf)
+    keep = np.arange(rf)[None, :] < part_rf[:, None]
+    flat_b = brokers[keep]
     flat_dir = _kafka_dirs(flat_b, n_b, shape.disks)
     n_d = n_b * shape.disks
-    rep_size, dir_total, dir_usable = _sizes(shape, rng, part_bytes, flat_dir, rf)
+    rep_size, dir_total, dir_usable = _sizes(shape, rng, part_bytes, flat_dir, part_rf)
     state = np.full(n_d, ACTIVE, np.int8)
     pick = rng.permutation(n_d)
     state[pick[: shape.offline_dirs]] = OFFLINE
     state[pick[shape.offline_dirs : shape.offline_dirs + shape.draining_dirs]] = DRAINING
-    part_start = np.arange(0, n_parts * rf + 1, rf, dtype=np.int64)
-    lead_pos = np.where(rng.random(n_parts) < 0.9, 0, rng.integers(0, rf, n_parts))
+    part_start = np.zeros(n_parts + 1, np.int64)
+    np.cumsum(part_rf, out=part_start[1:])
+    lead_pos = np.where(rng.random(n_parts) < 0.9, 0, rng.integers(0, rf, n_parts) % part_rf)
     part_leader = brokers[np.arange(n_parts), lead_pos].astype(np.int32)
-    rep_part = np.repeat(np.arange(n_parts, dtype=np.int32), rf)
+    rep_part = np.repeat(np.arange(n_parts, dtype=np.int32), part_rf)
     rep_broker = flat_b.astype(np.int32)
     return Cluster(
         broker_ids=broker_ids,
@@ -82,6 +101,57 @@ def generate(shape: Shape) -> Cluster:
         rep_size=rep_size,
         rep_leader=rep_broker == part_leader[rep_part],
     )
+
+
+def _racks(shape: Shape, n_b: int, n_racks: int) -> np.ndarray:
+    """Each broker's rack: dealt in turn (equal racks), or in proportion to
+    ``rack_weights``, still dealt in turn among the racks with places left, so brokers added
+    last (the new ones) are spread over racks too."""
+    if not shape.rack_weights:
+        return (np.arange(n_b) % n_racks).astype(np.int32)
+    w = np.resize(np.asarray(shape.rack_weights, np.float64), n_racks)
+    places = np.maximum(1, np.floor(w / w.sum() * n_b)).astype(np.int64)
+    while places.sum() < n_b:
+        places[int(np.argmax(w / places))] += 1
+    while places.sum() > n_b:
+        places[int(np.argmax(places))] -= 1
+    out: list[int] = []
+    while len(out) < n_b:
+        for r in range(n_racks):
+            if places[r] > 0:
+                out.append(r)
+                places[r] -= 1
+    return np.asarray(out[:n_b], np.int32)
+
+
+def _part_rf(
+    shape: Shape, rng: np.random.Generator, n_topics: int, topic_of: np.ndarray, n_b: int
+) -> np.ndarray:
+    """Each partition's replication factor: the topic's, from ``replication_mix``."""
+    if not shape.replication_mix:
+        return np.full(len(topic_of), min(shape.replication, n_b), np.int64)
+    per_topic = rng.choice(np.asarray(shape.replication_mix, np.int64), n_topics)
+    out: np.ndarray = np.minimum(per_topic[topic_of], n_b).astype(np.int64)
+    return out
+
+
+def _violate_racks(
+    shape: Shape,
+    rng: np.random.Generator,
+    brokers: np.ndarray,
+    broker_rack: np.ndarray,
+    part_rf: np.ndarray,
+) -> None:
+    """Put a second replica of some partitions on the rack of their first (a rule broken
+    before the planner ever ran), where that rack has another broker to take it."""
+    n_parts = len(part_rf)
+    cand = np.flatnonzero((part_rf >= 2) & (rng.random(n_parts) < shape.rack_violations))
+    for p in cand.tolist():
+        row = brokers[p, : part_rf[p]]
+        mates = np.flatnonzero(broker_rack == broker_rack[row[0]])
+        mates = mates[~np.isin(mates, row)]
+        if len(mates):
+            row[1] = int(mates[int(rng.integers(0, len(mates)))])
 
 
 def _topics(
@@ -105,7 +175,15 @@ def _topics(
     part_num = np.concatenate([np.arange(k) for k in per_topic]).astype(np.int64)
     part_bytes = topic_bytes[topic_of] / per_topic[topic_of]
     part_bytes *= rng.lognormal(0.0, 0.5, n_parts)
+    if shape.aged_brokers:
+        part_bytes[_old_topics(topic_of)] *= shape.aged_factor
     return n_topics, topic_of, part_num, part_bytes
+
+
+def _old_topics(topic_of: np.ndarray) -> np.ndarray:
+    """The partitions of the older topics (every other topic), which only the aged brokers
+    hold."""
+    return np.asarray(topic_of % 2 == 0)
 
 
 def _kafka_brokers(
@@ -115,22 +193,55 @@ def _kafka_brokers(
     topic_of: np.ndarray,
     part_num: np.ndarray,
     broker_rack: np.ndarray,
-    rf: int,
+    part_rf: np.ndarray,
 ) -> np.ndarray:
-    """Kafka-style placement (partitions x replicas, broker indices): brokers interleaved by
-    rack, round robin per topic from a random start, followers shifted; recently added
-    brokers get nothing."""
-    n_b, n_parts = shape.brokers, len(topic_of)
-    n_racks = max(1, min(shape.racks, n_b))
+    """Kafka-style placement (partitions x replicas, broker indices; a partition's first
+    ``part_rf`` columns count): brokers interleaved by rack, round robin per topic from a
+    random start, followers shifted; recently added brokers get nothing, and the older
+    topics (``aged_brokers``) sit on the first brokers only."""
+    rf = int(part_rf.max(initial=1))
+    n_b = shape.brokers
     old = max(rf, n_b - shape.new_brokers)
-    by_rack = [[b for b in range(old) if b % n_racks == r] for r in range(n_racks)]
+    starts = rng.integers(0, old, n_topics)
+    if not shape.aged_brokers:
+        return _ring(shape, rng, old, starts, topic_of, part_num, broker_rack, part_rf)
+    aged = min(max(rf, shape.aged_brokers), old)
+    brokers = _ring(shape, rng, old, starts, topic_of, part_num, broker_rack, part_rf)
+    first = _old_topics(topic_of)
+    brokers[first] = _ring(
+        shape,
+        rng,
+        aged,
+        starts % aged,
+        topic_of[first],
+        part_num[first],
+        broker_rack,
+        part_rf[first],
+    )
+    return brokers
+
+
+def _ring(
+    shape: Shape,
+    rng: np.random.Generator,
+    old: int,
+    starts: np.ndarray,
+    topic_of: np.ndarray,
+    part_num: np.ndarray,
+    broker_rack: np.ndarray,
+    part_rf: np.ndarray,
+) -> np.ndarray:
+    """Kafka's round robin over the first ``old`` brokers, racks interleaved."""
+    n_b, n_parts = shape.brokers, len(topic_of)
+    rf = int(part_rf.max(initial=1))
+    n_racks = max(1, min(shape.racks, n_b))
+    by_rack = [[b for b in range(old) if broker_rack[b] == r] for r in range(n_racks)]
     seq: list[int] = []
     while any(by_rack):  # r0, r1, r2, r0, r1, r2, ...
         for lst in by_rack:
             if lst:
                 seq.append(lst.pop(0))
     ring = np.asarray(seq, np.int64)
-    starts = rng.integers(0, old, n_topics)
     first = (starts[topic_of] + part_num) % old
     spread = max(old // n_racks, 1)
     shift = (part_num // old) % spread
@@ -139,7 +250,14 @@ def _kafka_brokers(
     for j in range(1, rf):
         pos[:, j] = (first + j + n_racks * shift) % old
     brokers = ring[pos]
-    _repair(brokers, broker_rack, n_racks, old, rng)
+    for k in np.unique(part_rf).tolist():
+        rows = np.flatnonzero(part_rf == k)
+        if len(rows) == n_parts:
+            _repair(brokers[:, :k], broker_rack, n_racks, old, rng)
+        else:
+            sub = brokers[rows, :k]
+            _repair(sub, broker_rack, n_racks, old, rng)
+            brokers[rows, :k] = sub
     return np.asarray(brokers)
 
 
@@ -157,7 +275,11 @@ def _kafka_dirs(flat_b: np.ndarray, n_b: int, disks: int) -> np.ndarray:
 
 
 def _sizes(
-    shape: Shape, rng: np.random.Generator, part_bytes: np.ndarray, flat_dir: np.ndarray, rf: int
+    shape: Shape,
+    rng: np.random.Generator,
+    part_bytes: np.ndarray,
+    flat_dir: np.ndarray,
+    rf: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Replica sizes, directory sizes (JBOD disks of mixed sizes at the target utilisation)
     and usable bytes (less other files), as whole synthetic units."""
@@ -240,3 +362,60 @@ def mid_shape(seed: int) -> Shape:
         draining_dirs=(seed // 2) % 2,
         seed=seed,
     )
+
+
+#: Cluster shape families the planner is judged on (issue 15): each is one way real clusters
+#: differ from a freshly generated one.
+FAMILIES = (
+    "uniform",
+    "aged",
+    "unequal-disks",
+    "unequal-racks",
+    "hot-topics",
+    "new-brokers",
+    "mixed-rf",
+    "violations",
+    "combined",
+)
+
+
+def family_shape(family: str, seed: int, replicas: int) -> Shape:
+    """A cluster of ``family`` with about ``replicas`` replicas (brokers grow with it: 6 to
+    15 at 2K replicas, about one per 500 at 20K), 2-4 disks, 3 racks of equal size and 45 %
+    full unless the family says otherwise, so that every family can be planned: with
+    replication 3 on 3 racks each rack holds a third of the bytes, so a small rack runs
+    fuller (``unequal-racks`` and ``combined`` are emptier to leave it room).
+    ``combined`` is the issue's example: unequal racks, aged brokers, unequal disks, mixed
+    replication and a few rack violations at once."""
+    brokers = 3 * (2 + seed % 4 + replicas // 2000)
+    base = Shape(
+        brokers=brokers,
+        disks=2 + seed % 3,
+        replicas=replicas,
+        racks=3,
+        hot_topics=1,
+        target_utilisation=0.45,
+        seed=seed,
+    )
+    aged: dict[str, object] = {"aged_brokers": brokers // 2, "aged_factor": 5.0}
+    knobs: dict[str, dict[str, object]] = {
+        "uniform": {"zipf": 0.0, "hot_topics": 0, "disk_sizes": (1.0,)},
+        "aged": aged,
+        "unequal-disks": {"disk_sizes": (0.5, 1.0, 2.0, 4.0)},
+        "unequal-racks": {"rack_weights": (1.0, 2.0, 4.0), "target_utilisation": 0.3},
+        "hot-topics": {"zipf": 1.3, "hot_topics": 4, "hot_factor": 20.0},
+        "new-brokers": {"new_brokers": max(2, brokers // 4)},
+        "mixed-rf": {"replication_mix": (1, 2, 3, 3)},
+        "violations": {"rack_violations": 0.03, "offline_dirs": 1, "draining_dirs": 1},
+        "combined": {
+            **aged,
+            "rack_weights": (1.0, 2.0, 3.0),
+            "disk_sizes": (0.5, 1.0, 2.0, 4.0),
+            "replication_mix": (2, 3, 3),
+            "rack_violations": 0.01,
+            "target_utilisation": 0.3,
+        },
+    }
+    if family not in knobs:
+        raise ValueError(f"unknown shape family {family!r}; known: {', '.join(FAMILIES)}")
+    return replace(base, **knobs[family])  # type: ignore[arg-type]

