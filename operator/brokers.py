@@ -280,6 +280,9 @@ class LogDirClients:
                 client = KafkaAdminClient(
                     bootstrap_servers=list(servers),
                     request_timeout_ms=PROBE_TIMEOUT_MS,
+                    # kafka-python waits 30 s for a first connection by default: a broker
+                    # not up yet (its Pod starting) would hold a probe worker that long.
+                    bootstrap_timeout_ms=PROBE_TIMEOUT_MS,
                     client_id="spindle-operator",
                 )
                 entry = (threading.Lock(), client)
