@@ -21,8 +21,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from spindle.rebalance.achievable import unachievable
 from spindle.rebalance.bands import band_floor
-from spindle.rebalance.goals import Capacity, hard_goals, soft_goals
+from spindle.rebalance.goals import BrokerBytes, Capacity, DiskBytes, hard_goals, soft_goals
 from spindle.rebalance.goals.base import Placed, dir_loads
 from spindle.rebalance.goals.broker_bytes import StartLoads
 from spindle.rebalance.model import ACTIVE, OFFLINE, STATES, Cluster, Goals
@@ -157,7 +158,17 @@ class _BoundFigures:
         self.active = active = host & (cluster.dir_state == ACTIVE)
         self.b_load = st.b_load
         self.placed = st.placed
-        self.lo_b, self.hi_b, self.hb = st.lo_b, st.hi_b, st.hb
+        self.hb = st.hb
+        # A band no plan reaches under the hard rules (``achievable``) bounds nothing: a
+        # plan meeting every achievable goal may leave that broker or directory anywhere
+        # up to its capacity threshold, so counting its band would overstate the bound.
+        impossible = unachievable(cluster, scope, goals)
+        loose_b = np.zeros(n_b, bool)
+        loose_b[list(impossible[BrokerBytes.name])] = True
+        self.lo_b = np.where(loose_b, 0.0, st.lo_b)
+        self.hi_b = np.where(loose_b, st.b_hard, st.hi_b)
+        self.loose_d = np.zeros(cluster.n_dirs, bool)
+        self.loose_d[list(impossible[DiskBytes.name])] = True
         self.a_cap = np.bincount(cluster.dir_broker, weights=total * active, minlength=n_b)
         self.cordoned = np.bincount(
             cluster.dir_broker, weights=load * (host & ~active), minlength=n_b
@@ -180,8 +191,9 @@ class _BoundFigures:
             np.maximum(lp - self.cordoned, 0), a_cap, out=np.zeros(n_b), where=a_cap > 0
         )
         d_b = self.cluster.dir_broker
-        hi_d = np.where(active, np.minimum(hard, db * u_hi[d_b] * total), hard)
-        lo_d = np.where(active & self.scope.receivable, band_floor(db, u_lo[d_b]) * total, 0.0)
+        banded = active & ~self.loose_d
+        hi_d = np.where(banded, np.minimum(hard, db * u_hi[d_b] * total), hard)
+        lo_d = np.where(banded & self.scope.receivable, band_floor(db, u_lo[d_b]) * total, 0.0)
         e = np.bincount(d_b, weights=np.where(host, np.maximum(load - hi_d, 0), 0), minlength=n_b)
         f = np.bincount(d_b, weights=np.where(host, np.maximum(lo_d - load, 0), 0), minlength=n_b)
         return e, f
