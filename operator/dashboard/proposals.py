@@ -18,7 +18,10 @@ from spindle.operator.dashboard import fmt
 
 Obj = Mapping[str, Any]
 # Which phases still allow which action (the operator's handler has the last word).
-CANCELLABLE = frozenset({"Pending", "InProgress"})
+# A Reassignment moving data: ``Moving`` is what the reconciler writes now, ``InProgress`` the
+# older name the CRD still accepts (objects written before the rename keep it).
+IN_FLIGHT = frozenset({"Moving", "InProgress"})
+CANCELLABLE = frozenset({"Pending", *IN_FLIGHT})
 APPROVABLE = frozenset({"ProposalReady"})
 STOPPABLE = frozenset({"Pending", "Snapshotting", "Planning", "ProposalReady", "Executing"})
 
@@ -48,7 +51,7 @@ def reassignment_view(item: Obj, *, now: dt.datetime) -> dict[str, Any]:
                 "replicas": list(part.get("replicas") or []),
                 "logDirs": list(part.get("logDirs") or []),
                 "originalReplicas": state.get("originalReplicas"),
-                "phase": state.get("phase") or (phase if phase != "InProgress" else "Pending"),
+                "phase": state.get("phase") or (phase if phase not in IN_FLIGHT else "Pending"),
                 "bytesDone": p_done,
                 "bytesTotal": p_total,
                 "fraction": fmt.fraction(p_done, p_total),
@@ -68,8 +71,8 @@ def reassignment_view(item: Obj, *, now: dt.datetime) -> dict[str, Any]:
         "bytesTotal": total,
         "fraction": fmt.fraction(done, total),
         "progressText": f"{fmt.human_bytes(done)} / {fmt.human_bytes(total)}",
-        "bytesPerSecond": speed if phase == "InProgress" else None,
-        "rateText": fmt.rate(speed) if phase == "InProgress" else fmt.DASH,
+        "bytesPerSecond": speed if phase in IN_FLIGHT else None,
+        "rateText": fmt.rate(speed) if phase in IN_FLIGHT else fmt.DASH,
         "eta": status.get("eta"),
         "etaText": fmt.duration((eta - now).total_seconds()) if eta else fmt.DASH,
         "startTime": status.get("startTime"),

@@ -335,7 +335,7 @@ def test_the_reassignment_page_shows_progress_rate_and_each_partition(
         "reassignment",
         "orders-0-spread",
         {
-            "phase": "InProgress",
+            "phase": "Moving",
             "partitionsTotal": 2,
             "partitionsDone": 1,
             "bytesTotal": 400 * 1024**2,
@@ -353,7 +353,7 @@ def test_the_reassignment_page_shows_progress_rate_and_each_partition(
                 {
                     "topic": "orders",
                     "partition": 1,
-                    "phase": "InProgress",
+                    "phase": "Moving",
                     "originalReplicas": [1, 2, 0],
                     "bytesTotal": 300 * 1024**2,
                     "bytesDone": 0,
@@ -370,7 +370,9 @@ def test_the_reassignment_page_shows_progress_rate_and_each_partition(
     )
     rows = page.locator("table.list tbody tr").all_inner_texts()
     assert "Completed" in rows[0]
-    assert "InProgress" in rows[1]
+    assert "Moving" in rows[1]
+    rate = page.locator("dl.details div").filter(has=page.locator("dt", has_text="Rate"))
+    assert rate.inner_text().endswith("/s")  # a rate while Moving, not "—"
     assert "/var/lib/spindle/data-1" in rows[0]
     log_in(page, demo.token("dash-operator-user"))
     page.goto(f"/reassignments/{demo.name}/orders-0-spread")

@@ -140,13 +140,17 @@ def test_volume_page_history_is_newest_first_and_includes_the_failure() -> None:
     ]
 
 
-def test_reassignment_rate_is_bytes_over_time_since_start() -> None:
+# ``Moving`` is the reconciler's phase name now; ``InProgress`` the older one the CRD accepts.
+@pytest.mark.parametrize("phase", ["Moving", "InProgress"])
+def test_a_moving_reassignment_shows_a_rate_of_bytes_over_time_since_start_and_can_be_cancelled(
+    phase: str,
+) -> None:
     now = dt.datetime(2026, 1, 1, 0, 1, 40, tzinfo=dt.UTC)
     item = {
         "metadata": {"namespace": "ns", "name": "r"},
         "spec": {"cluster": "c", "partitions": [{"topic": "t", "partition": 0, "replicas": [1]}]},
         "status": {
-            "phase": "InProgress",
+            "phase": phase,
             "bytesDone": 1000,
             "bytesTotal": 4000,
             "startTime": "2026-01-01T00:00:00Z",
@@ -158,7 +162,22 @@ def test_reassignment_rate_is_bytes_over_time_since_start() -> None:
     assert view["fraction"] == pytest.approx(0.25)
     assert view["etaText"] == "5m 0s"
     assert view["canCancel"] is True
+    assert ACTIONS["reassignments", "cancel"].allowed(item) is None
     assert view["partitions"][0]["phase"] == "Pending"
+
+
+@pytest.mark.parametrize("phase", ["Pending", "Cancelling", "Completed", "Cancelled", "Failed"])
+def test_a_reassignment_not_moving_shows_no_rate(phase: str) -> None:
+    now = dt.datetime(2026, 1, 1, 0, 1, 40, tzinfo=dt.UTC)
+    item = {
+        "metadata": {"namespace": "ns", "name": "r"},
+        "spec": {"cluster": "c", "partitions": []},
+        "status": {"phase": phase, "bytesDone": 1000, "startTime": "2026-01-01T00:00:00Z"},
+    }
+    view = proposals.reassignment_view(item, now=now)
+    assert view["bytesPerSecond"] is None
+    assert view["rateText"] == "—"
+    assert view["canCancel"] is (phase == "Pending")
 
 
 def test_rebalance_without_proposal_shows_none_and_cannot_be_approved() -> None:
