@@ -4,9 +4,10 @@ Why not the operator's ``KubeApi``: that one is synchronous (kopf runs sync hand
 thread pool), and the dashboard lives on the event loop serving many browsers at once, with a
 long-lived watch per resource type. Why not ``kubernetes_asyncio``: the dashboard needs five
 calls on plain dicts (the same shape ``kubectl get -o json`` shows), and aiohttp is already
-here (kopf and the server use it); credentials come from the ``kubernetes`` package's loaders,
-so the dashboard connects exactly as the operator does (in-cluster service account, else
-``$KUBECONFIG``).
+here (kopf and the server use it). Credentials come from the operator's own loader
+(``spindle.operator.kube.client.load_configuration``), so the dashboard connects exactly as the
+operator does: in a Pod as its ServiceAccount (token re-read as it rotates), else
+``$KUBECONFIG``.
 
 Watch wire format (Kubernetes API concepts, "Efficient detection of changes"): one JSON object
 per line, ``{"type": "ADDED"|"MODIFIED"|"DELETED"|"BOOKMARK"|"ERROR", "object": {...}}``; an
@@ -25,7 +26,9 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import aiohttp
-from kubernetes import client, config
+from kubernetes import client
+from spindle.operator.kube.client import auth_headers, load_configuration
+from spindle.operator.specs.names import GROUP, VERSION
 
 
 @dataclass(frozen=True)
@@ -56,10 +59,10 @@ class Kind:
         return base
 
 
-BROKERS = Kind("spindle.io", "v1alpha1", "brokers", "Broker")
-LOGVOLUMES = Kind("spindle.io", "v1alpha1", "logvolumes", "LogVolume")
-REASSIGNMENTS = Kind("spindle.io", "v1alpha1", "reassignments", "Reassignment")
-REBALANCES = Kind("spindle.io", "v1alpha1", "rebalances", "Rebalance")
+BROKERS = Kind(GROUP, VERSION, "brokers", "Broker")
+LOGVOLUMES = Kind(GROUP, VERSION, "logvolumes", "LogVolume")
+REASSIGNMENTS = Kind(GROUP, VERSION, "reassignments", "Reassignment")
+REBALANCES = Kind(GROUP, VERSION, "rebalances", "Rebalance")
 EVENTS = Kind("", "v1", "events", "Event")
 WATCHED = (BROKERS, LOGVOLUMES, REASSIGNMENTS, REBALANCES)
 BY_PLURAL = {k.plural: k for k in (*WATCHED, EVENTS)}
@@ -92,19 +95,12 @@ class AsyncKube:
     @classmethod
     def from_environment(cls) -> AsyncKube:
         """Credentials like kubectl's: the in-cluster service account, else ``$KUBECONFIG``."""
-        configuration = client.Configuration()
-        try:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        except config.ConfigException:
-            config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return cls(configuration)
+        return cls(load_configuration())
 
     @classmethod
     def from_kubeconfig(cls, path: str) -> AsyncKube:
         """Credentials from an explicit kubeconfig file (tests, scripts)."""
-        configuration = client.Configuration()
-        config.load_kube_config(config_file=path, client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return cls(configuration)
+        return cls(load_configuration(path))
 
     def _ssl(self) -> ssl.SSLContext | bool:
         cfg = self._config
@@ -119,11 +115,8 @@ class AsyncKube:
         return context
 
     def _headers(self) -> dict[str, str]:
-        refresh = getattr(self._config, "refresh_api_key_hook", None)
-        if refresh is not None:  # in-cluster tokens rotate; the loader sets a re-read hook
-            refresh(self._config)
-        token = self._config.get_api_key_with_prefix("authorization")
-        return {"Authorization": token} if token else {}
+        # Asked per request: the in-cluster token rotates and the loader's hook re-reads it.
+        return auth_headers(self._config)
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:

@@ -12,11 +12,54 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 from kubernetes import client, config
+from kubernetes.config.incluster_config import InClusterConfigLoader
 from spindle.operator.kube.resources import Resource
+
+# Where the kubelet mounts a Pod's ServiceAccount token and the cluster's CA.
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+def load_configuration(
+    kubeconfig: str | None = None,
+    *,
+    service_account_dir: Path = SERVICE_ACCOUNT_DIR,
+    environ: Mapping[str, str] = os.environ,
+) -> client.Configuration:
+    """Credentials like kubectl's: ``kubeconfig`` when given; else, in a Pod, the
+    ServiceAccount (token and CA under ``service_account_dir``, API server from
+    ``KUBERNETES_SERVICE_HOST``/``_PORT``), with the token re-read as the kubelet rotates it;
+    else ``$KUBECONFIG``. One loader for the operator's client and the dashboard's."""
+    configuration = client.Configuration()
+    if kubeconfig is None:
+        loader = InClusterConfigLoader(  # type: ignore[no-untyped-call]
+            token_filename=str(service_account_dir / "token"),
+            cert_filename=str(service_account_dir / "ca.crt"),
+            environ=environ,
+        )
+        try:
+            loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
+        except config.ConfigException:
+            pass
+        else:
+            return configuration
+    config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
+    return configuration
+
+
+def auth_headers(configuration: client.Configuration) -> dict[str, str]:
+    """The HTTP headers that authenticate a request (``Authorization: Bearer ...`` for a
+    token; none for a client certificate). Asks the configuration itself, as the
+    ``kubernetes`` package's own calls do, so the in-cluster loader's refresh hook runs and a
+    rotated token is used; the key the loaders store it under changed between releases."""
+    bearer = configuration.auth_settings().get("BearerToken")
+    return {bearer["key"]: str(bearer["value"])} if bearer and bearer["value"] else {}
 
 
 class KubeError(RuntimeError):
@@ -41,19 +84,12 @@ class KubeApi:
     @classmethod
     def from_environment(cls, *, timeout: float = 30.0) -> KubeApi:
         """Connect like kubectl: in-cluster service account in a Pod, else ``$KUBECONFIG``."""
-        configuration = client.Configuration()
-        try:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        except config.ConfigException:
-            config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return cls(client.ApiClient(configuration), timeout=timeout)
+        return cls(client.ApiClient(load_configuration()), timeout=timeout)
 
     @classmethod
     def from_kubeconfig(cls, path: str, *, timeout: float = 30.0) -> KubeApi:
         """Connect with an explicit kubeconfig file (tests, scripts)."""
-        configuration = client.Configuration()
-        config.load_kube_config(config_file=path, client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return cls(client.ApiClient(configuration), timeout=timeout)
+        return cls(client.ApiClient(load_configuration(path)), timeout=timeout)
 
     def close(self) -> None:
         self._api.close()  # type: ignore[no-untyped-call]
