@@ -350,6 +350,23 @@ class LogDirClients:
         if result not in (None, "OK") and getattr(result, "errno", 0) not in (0, None):
             raise BrokerUnreachable(f"broker {broker_id} refused {CORDONED_KEY}: {result}")
 
+    def move_replicas(
+        self, servers: Sequence[str], broker_id: int, moves: Mapping[tuple[str, int], str]
+    ) -> dict[tuple[str, int], str]:
+        """AlterReplicaLogDirs on ``broker_id``: each (topic, partition) to a directory; the
+        replicas the broker refused, by error name."""
+        request = {TopicPartitionReplica(t, p, broker_id): d for (t, p), d in moves.items()}
+        answer = self._call(
+            servers,
+            f"AlterReplicaLogDirs on broker {broker_id}",
+            lambda client: client.alter_replica_log_dirs(request),
+        )
+        return {
+            (r.topic, r.partition): name
+            for r, err in answer.items()
+            if (name := _error_name(err)) is not None
+        }
+
     def describe_dirs(self, servers: Sequence[str], broker_id: int) -> list[DirReport]:
         """DescribeLogDirs (all topics) sent to ``broker_id``: each directory with its error,
         replica count, bytes used by replicas (future replicas excluded: they are copies in
@@ -367,13 +384,15 @@ class LogDirClients:
 def _dir_report(d: Mapping[str, Any], cordoned: set[str]) -> DirReport:
     code = int(d.get("error_code") or 0)
     error = None if code == 0 else str(kafka_errors.for_code(code).__name__)
-    replicas = used = 0
+    live: dict[tuple[str, int], int] = {}
+    futures: dict[tuple[str, int], int] = {}
     for topic in d.get("topics") or ():
         for p in topic.get("partitions") or ():
-            if p.get("is_future_key"):
-                continue
-            replicas += 1
-            used += max(int(p.get("partition_size") or 0), 0)
+            into = futures if p.get("is_future_key") else live
+            into[(str(topic["name"]), int(p["partition_index"]))] = max(
+                int(p.get("partition_size") or 0), 0
+            )
+    replicas, used = len(live), sum(live.values())
     total = d.get("total_bytes")
     usable = d.get("usable_bytes")
     return DirReport(
@@ -384,4 +403,6 @@ def _dir_report(d: Mapping[str, Any], cordoned: set[str]) -> DirReport:
         total_bytes=int(total) if isinstance(total, int) and total >= 0 else None,
         usable_bytes=int(usable) if isinstance(usable, int) and usable >= 0 else None,
         cordoned=str(d["log_dir"]) in cordoned,
+        partitions=live,
+        futures=futures,
     )

@@ -166,6 +166,7 @@ def _reconcile_locked(
                 probe=probe,
                 failed_pvs=memo.get("failed_pvs"),
                 cordon=memo.get("cordon"),
+                move=memo.get("move"),
             )
         else:
             reconcile_broker(
@@ -176,6 +177,7 @@ def _reconcile_locked(
                 probe=probe,
                 failed_pvs=memo.get("failed_pvs"),
                 cordon=memo.get("cordon"),
+                move=memo.get("move"),
             )
     except KubeError as exc:
         if exc.status == 403 and "being terminated" in exc.server_message:

@@ -138,7 +138,13 @@ def start_probes(memo: kopf.Memo, **_: Any) -> None:
     def cordon(broker: BrokerSpec, paths: list[str]) -> None:
         clients.set_cordoned(bootstrap_servers(broker, overrides), broker.broker_id, paths)
 
+    def move(
+        broker: BrokerSpec, moves: Mapping[tuple[str, int], str]
+    ) -> dict[tuple[str, int], str]:
+        return clients.move_replicas(bootstrap_servers(broker, overrides), broker.broker_id, moves)
+
     memo.cordon = cordon
+    memo.move = move
     memo.logdir_clients = clients
     memo.last_probe = last_probe
     memo.failed_pvs = {}

@@ -25,11 +25,12 @@ from typing import Any
 
 from spindle.operator import specs
 from spindle.operator.kube import BROKERS, PODS, KubeApi, apply_object, is_subset
-from spindle.operator.reconcile.context import Context, Cordoner, EventSink, Prober
+from spindle.operator.reconcile.context import Context, Cordoner, EventSink, Mover, Prober
 from spindle.operator.reconcile.logvolume import (
     apply_cordons,
     apply_volumes,
     check_storage,
+    drain_volumes,
     observe_volumes,
     read_storage,
     release_removed,
@@ -146,9 +147,11 @@ STEPS: tuple[Step, ...] = (
     apply_cordons,
     volume_status,
 )
+#: Draining runs only in refreshes, which ask the broker first: a move chosen from an older
+#: answer could send a replica already on its way elsewhere somewhere else (a restart of it).
 #: What a periodic refresh runs (``refresh_broker``): the observing steps only, so a probe
 #: every few seconds costs reads and, when something changed, status writes -- never an apply.
-REFRESH_STEPS: tuple[Step, ...] = (observe_volumes, apply_cordons, volume_status)
+REFRESH_STEPS: tuple[Step, ...] = (observe_volumes, apply_cordons, drain_volumes, volume_status)
 
 
 def reconcile_broker(
@@ -160,6 +163,7 @@ def reconcile_broker(
     probe: Prober | None = None,
     failed_pvs: Mapping[str, str] | None = None,
     cordon: Cordoner | None = None,
+    move: Mover | None = None,
 ) -> Context:
     """Run the steps for one Broker. A refused storage change touches nothing but status."""
     ctx = Context(
@@ -171,6 +175,7 @@ def reconcile_broker(
         probe=probe,
         failed_pvs=failed_pvs or {},
         cordon=cordon,
+        move=move,
     )
     read_storage(ctx)
     check_storage(ctx)
@@ -192,6 +197,7 @@ def refresh_broker(
     probe: Prober,
     failed_pvs: Mapping[str, str] | None = None,
     cordon: Cordoner | None = None,
+    move: Mover | None = None,
 ) -> Context:
     """The periodic pass: observe the broker's volumes (DescribeLogDirs, claims, PVs, health
     Events, node) and write LogVolume and Broker status. Applies nothing."""
@@ -204,6 +210,7 @@ def refresh_broker(
         probe=probe,
         failed_pvs=failed_pvs or {},
         cordon=cordon,
+        move=move,
     )
     read_storage(ctx)
     check_storage(ctx)

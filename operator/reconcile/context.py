@@ -33,6 +33,14 @@ class Cordoner(Protocol):
     def __call__(self, broker: BrokerSpec, paths: list[str]) -> None: ...
 
 
+class Mover(Protocol):
+    """AlterReplicaLogDirs on one broker; returns the refused replicas by error name."""
+
+    def __call__(
+        self, broker: BrokerSpec, moves: Mapping[tuple[str, int], str]
+    ) -> dict[tuple[str, int], str]: ...
+
+
 @dataclass
 class Context:
     """What one reconcile reads and decides, passed from step to step."""
@@ -50,6 +58,7 @@ class Context:
     pod: dict[str, Any] | None = None
     probe: Prober | None = None
     cordon: Cordoner | None = None
+    move: Mover | None = None
     evidence: dict[int, Evidence] = field(default_factory=dict)
     #: PVs the operator saw in phase Failed (name -> message): kube-controller-manager puts a
     #: bound PV back to Bound within milliseconds, so a re-read may no longer show it.

@@ -20,7 +20,7 @@ The sources, strongest first (the first that holds is the one reported):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 # Reasons of Kubernetes' volume-health Events (CSI external-health-monitor, kubelet).
@@ -46,6 +46,9 @@ class DirReport:
     total_bytes: int | None = None  # DescribeLogDirs v4; None when the broker did not say
     usable_bytes: int | None = None
     cordoned: bool = False  # named in the broker's cordoned.log.dirs (KIP-1066)
+    #: (topic, partition) -> bytes of the live replicas here; futures (copies arriving) apart.
+    partitions: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    futures: Mapping[tuple[str, int], int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,8 @@ class Failure:
 
 @dataclass(frozen=True)
 class Evidence:
-    """What the reconciler saw about one directory in this pass."""
+    """What the reconciler saw about one directory in this pass (``desired``: the
+    LogVolume's ``spec.desiredState``)."""
 
     report: DirReport | None = None  # None: the broker was not reached or did not list it
     probe_error: str | None = None  # why the broker could not be asked, if it could not
@@ -64,6 +68,7 @@ class Evidence:
     pv: Mapping[str, Any] | None = None
     health_events: Sequence[Mapping[str, Any]] = ()
     node_problem: str | None = None  # "node n1 is gone", "node n1 is not Ready (...)"
+    desired: str = "Active"
 
 
 def match_report(reports: Sequence[DirReport], path: str) -> DirReport | None:
@@ -151,4 +156,6 @@ def decide_state(
         if state == "Offline":
             return "Pending", None  # the non-broker failure cleared; wait for a report
         return state, None
+    if evidence.desired == "Drained" and evidence.report.cordoned:
+        return ("Empty" if evidence.report.replicas == 0 else "Draining"), None
     return ("Cordoned" if evidence.report.cordoned else "Active"), None

@@ -175,3 +175,18 @@ def test_reports_match_by_path_else_by_the_unique_directory_name() -> None:
     assert match_report([a, b], "/var/lib/spindle/data-0") is a
     assert match_report([a, DirReport("/tmp/y/data-0", None)], "/var/lib/spindle/data-0") is None
     assert match_report([a], "/var/lib/spindle/data-2") is None
+
+
+def test_a_drained_volume_is_draining_while_replicas_remain_and_empty_after(
+    broker: BrokerSpec,
+) -> None:
+    def drained(replicas: int, cordoned: bool = True) -> Any:
+        report = DirReport(ONLINE.path, None, replicas=replicas, cordoned=cordoned)
+        return status(broker, Evidence(report=report, pvc=BOUND, desired="Drained"))
+
+    assert drained(3, cordoned=False)["state"] == "Active"  # the cordon comes first
+    assert drained(3)["state"] == "Draining"
+    assert drained(0)["state"] == "Empty"
+    cordoned = DirReport(ONLINE.path, None, replicas=3, cordoned=True)
+    s = status(broker, Evidence(report=cordoned, pvc=BOUND, desired="Cordoned"))
+    assert (s["state"], s["cordoned"]) == ("Cordoned", True)

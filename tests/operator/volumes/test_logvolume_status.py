@@ -272,10 +272,61 @@ def test_a_cordoned_volume_takes_no_new_replicas_until_uncordoned(
     assert status["cordoned"] is False
 
 
+def test_a_drained_volume_moves_its_replicas_to_the_other_directory_and_is_empty(
+    scene: Scene, wait_for: Callable[..., Any]
+) -> None:
+    before = scene.lv(1)
+    assert before["replicaCount"] > 0
+    scene.cluster.kubectl(
+        "patch",
+        "logvolume",
+        "b1-data-1",
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": {"desiredState": "Drained"}}),
+    )
+    status = wait_for(
+        lambda: (s := scene.lv(1)).get("state") == "Empty" and s,
+        what="LogVolume b1-data-1 Empty",
+        timeout=120,
+    )
+    assert (status["replicaCount"], status["usedBytes"], status["cordoned"]) == (0, 0, True)
+    moved = scene.lv(0)
+    assert moved["replicaCount"] == 10  # 4 of "bytes" + 6 of "placed", all in data-0 now
+    assert scene.events("DrainStarted")
+    # Every record is still there: the end offsets of the drained partitions did not move back.
+    admin = KafkaAdminClient(bootstrap_servers=scene.broker.bootstrap)
+    try:
+        dirs = admin.describe_log_dirs(brokers=[scene.broker.node_id])[0]["log_dirs"]
+        sizes = {
+            (t["name"], p["partition_index"]): p["partition_size"]
+            for d in dirs
+            for t in d.get("topics") or ()
+            for p in t["partitions"]
+        }
+    finally:
+        admin.close()
+    assert sum(v for (t, _), v in sizes.items() if t == "bytes") >= 400 * 1000
+    scene.cluster.kubectl(
+        "patch",
+        "logvolume",
+        "b1-data-1",
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": {"desiredState": "Active"}}),
+    )
+    wait_for(lambda: scene.lv(1).get("state") == "Active", what="b1-data-1 Active again")
+
+
 def test_a_directory_failing_for_real_goes_offline_naming_the_broker_as_source(
     scene: Scene, wait_for: Callable[..., Any]
 ) -> None:
-    producer = Producer(scene.broker.bootstrap, "bytes", 4)
+    admin = KafkaAdminClient(bootstrap_servers=scene.broker.bootstrap)
+    try:  # placed in the emptier directory: data-1, after its drain
+        admin.create_topics([NewTopic("late", num_partitions=4, replication_factor=1)])
+    finally:
+        admin.close()
+    producer = Producer(scene.broker.bootstrap, "late", 4)
     try:
         wait_for(lambda: producer.acked >= 50, what="the producer running", timeout=60)
         failed_at = datetime.datetime.now(datetime.UTC)
