@@ -15,7 +15,8 @@
 #    own file system); wait until the broker Pods are Ready.
 # 6. A Kafka client on this machine (Kafka's own console tools, on the node with cluster DNS)
 #    produces to and consumes from the brokers.
-# 7. `kubectl get spindle`, and where the dashboard is.
+# 7. Every LogVolume Active with the bytes and replica count its broker reports.
+# 8. `kubectl get spindle`, and where the dashboard is.
 # Everything is stopped on exit unless --stay-up is given (then `scripts/controlplane.sh down`
 # with the printed SPINDLE_CONTROLPLANE_DIR stops it).
 set -euo pipefail
@@ -90,8 +91,7 @@ kubectl get pods -n "$OPERATOR_NAMESPACE" -o wide >&2
 step "5. the example cluster (examples/cluster.yaml) in namespace $NAMESPACE"
 kubectl create namespace "$NAMESPACE" >&2
 kubectl apply -n "$NAMESPACE" -f examples/cluster.yaml >&2
-# A broker Pod is Ready when its Kafka port accepts. (The Brokers' phase says Degraded and their
-# LogVolumes Pending until brokers report their log dirs to the operator: a later issue.)
+# A broker Pod is Ready when its Kafka port accepts.
 for broker in "${BROKERS[@]}"; do
     until kubectl get pod -n "$NAMESPACE" "$broker" >/dev/null 2>&1; do sleep 1; done
     kubectl wait -n "$NAMESPACE" --for=condition=Ready --timeout=300s "pod/$broker" >&2
@@ -109,7 +109,11 @@ CONSUMED="$("${CP[@]}" exec -- kafka-console-consumer --bootstrap-server "$BOOTS
 printf '%s\n' "$CONSUMED"
 [[ "$(wc -l <<<"$CONSUMED")" == 10 ]] || { log "consumed $(wc -l <<<"$CONSUMED") of 10 records"; exit 1; }
 
-step "7. what Spindle manages"
+step "7. every LogVolume Active, its bytes and replicas as its broker reports them (DescribeLogDirs)"
+kubectl wait -n "$NAMESPACE" --for=jsonpath='{.status.state}'=Active --timeout=180s logvolumes --all >&2
+kubectl get logvolumes -n "$NAMESPACE" >&2
+
+step "8. what Spindle manages"
 echo "\$ kubectl get spindle -n $NAMESPACE"
 kubectl get spindle -n "$NAMESPACE"
 echo
