@@ -33,6 +33,7 @@ from spindle.operator.dashboard.client import (
     Kind,
 )
 from spindle.operator.dashboard.store import Store
+from spindle.operator.kube.events import build_event
 
 COMPONENT = "spindle-dashboard"
 
@@ -140,32 +141,16 @@ async def record_event(
 ) -> None:
     """A core/v1 Event on ``obj`` from the dashboard (what ``kubectl describe`` lists)."""
     meta = obj["metadata"]
-    now = _now()
-    await kube.create(
-        EVENTS.path(meta["namespace"]),
-        {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-            "involvedObject": {
-                "apiVersion": obj.get("apiVersion", ""),
-                "kind": obj.get("kind", ""),
-                "name": meta["name"],
-                "namespace": meta["namespace"],
-                "uid": meta.get("uid", ""),
-                "resourceVersion": meta.get("resourceVersion", ""),
-            },
-            "type": type_,
-            "reason": reason,
-            "message": message[:1024],
-            "source": {"component": COMPONENT},
-            "reportingComponent": COMPONENT,
-            "reportingInstance": COMPONENT,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        },
+    body = build_event(
+        obj,
+        type_=type_,
+        reason=reason,
+        message=message,
+        now=_now(),
+        component=COMPONENT,
+        generate_name=f"{meta['name']}.",
     )
+    await kube.create(EVENTS.path(meta["namespace"]), body)
 
 
 async def perform(
