@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import kopf
 import spindle.operator  # noqa: F401  (registers the handlers)
+from spindle.operator import metrics
 from spindle.operator.dashboard import DashboardSettings, parse_listen
 from spindle.operator.dashboard.hooks import register as serve_dashboard
 
@@ -55,6 +56,11 @@ def _parser() -> argparse.ArgumentParser:
         "--dashboard", metavar="HOST:PORT", help="serve the dashboard, e.g. 0.0.0.0:8081"
     )
     run.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="serve the operator's Prometheus metrics on /metrics, e.g. 0.0.0.0:8082",
+    )
+    run.add_argument(
         "--dashboard-read",
         choices=["open", "authenticated"],
         default="authenticated",
@@ -89,6 +95,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 secure_cookies=args.dashboard_secure_cookies,
             )
         )
+    if args.metrics:
+        try:
+            host, port = parse_listen(args.metrics)
+        except ValueError:
+            parser.error(
+                f"--metrics expects HOST:PORT (for example 0.0.0.0:8082), got {args.metrics!r}"
+            )
+        metrics.register_server(host, port)
     bootstrap = {}
     for item in args.bootstrap:
         cluster, sep, servers = item.partition("=")

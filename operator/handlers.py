@@ -23,11 +23,12 @@ from __future__ import annotations
 import datetime
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
 import kopf
-from spindle.operator import specs
+from spindle.operator import metrics, specs
 from spindle.operator.kube import BROKERS, REASSIGNMENTS, REBALANCES, KubeApi, KubeError, post_event
 from spindle.operator.reconcile import reconcile_broker, refresh_broker
 from spindle.operator.reconcile.reassignment import bootstrap_for, reconcile_reassignment
@@ -126,10 +127,12 @@ def reconcile_by_name(
     lock = memo.locks(namespace, name)
     if not lock.acquire(blocking=not refresh):
         return
+    started = time.monotonic()
     try:
         _reconcile_locked(api, memo, namespace, name, logger, refresh=refresh)
     finally:
         lock.release()
+        metrics.observe_reconcile("Broker", time.monotonic() - started)
 
 
 def _reconcile_locked(
@@ -158,7 +161,7 @@ def _reconcile_locked(
     probe = memo.get("last_probe")
     try:
         if refresh and probe is not None:
-            refresh_broker(
+            ctx = refresh_broker(
                 api,
                 body,
                 now=now,
@@ -169,7 +172,7 @@ def _reconcile_locked(
                 move=memo.get("move"),
             )
         else:
-            reconcile_broker(
+            ctx = reconcile_broker(
                 api,
                 body,
                 now=now,
@@ -179,6 +182,7 @@ def _reconcile_locked(
                 cordon=memo.get("cordon"),
                 move=memo.get("move"),
             )
+        metrics.record_logvolumes(namespace, name, ctx.logvolumes.values())
     except KubeError as exc:
         if exc.status == 403 and "being terminated" in exc.server_message:
             # The namespace is being deleted and takes the Broker with it; recreating
@@ -251,17 +255,21 @@ def pass_once(
     """One pass over a Reassignment or Rebalance as it is now; remembered while unfinished."""
     api = _api(memo)
     key = (kind, namespace, name)
+    started = time.monotonic()
     with memo.reassignment_locks(kind + "/" + namespace, name):
         now = datetime.datetime.now(datetime.UTC)
         if kind == "reassignments":
             body = api.get(REASSIGNMENTS, namespace, name)
             if body is None:
                 memo.unfinished.discard(key)
+                metrics.record_moving("reassignment", (namespace, name), 0)
                 return
             status = reconcile_reassignment(
                 api, body, now=now, emit=_emitter(api, body, logger), bootstrap=memo.bootstrap
             )
             finished = status.get("phase") in FINAL_PHASES
+            left = int(status.get("bytesTotal") or 0) - int(status.get("bytesDone") or 0)
+            metrics.record_moving("reassignment", (namespace, name), 0 if finished else left)
         else:
             body = api.get(REBALANCES, namespace, name)
             if body is None:
@@ -281,6 +289,9 @@ def pass_once(
             memo.unfinished.discard(key)
         else:
             memo.unfinished.add(key)
+    metrics.observe_reconcile(
+        "Reassignment" if kind == "reassignments" else "Rebalance", time.monotonic() - started
+    )
 
 
 def _on_event(

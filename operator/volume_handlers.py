@@ -26,7 +26,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import kopf
-from spindle.operator import handlers, specs
+from spindle.operator import handlers, metrics, specs
 from spindle.operator.brokers import LogDirClients
 from spindle.operator.kube import BROKERS, PVCS, KubeApi, KubeError
 from spindle.operator.specs import BrokerSpec, SpecError
@@ -176,6 +176,8 @@ def broker_seen(
     if isinstance(loop, ProbeLoop):
         gone = type == "DELETED" or bool((body.get("metadata") or {}).get("deletionTimestamp"))
         loop.known(namespace or "default", name, not gone)
+        if gone:
+            metrics.forget_broker(namespace or "default", name)
 
 
 def _refresh_claim_owner(

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from spindle.operator import metrics
 from spindle.operator.brokers import BrokerError, cluster_admin
 from spindle.operator.kube import REASSIGNMENTS, REBALANCES, KubeApi, KubeError
 from spindle.operator.reconcile.context import EventSink
@@ -306,4 +307,5 @@ def reconcile_rebalance(
         REBALANCES, meta["namespace"], meta["name"], {"status": {**removed, **status}},
         subresource="status",
     )  # fmt: skip
+    metrics.rebalance_transition(body.get("status") or {}, status)
     return status
