@@ -48,8 +48,10 @@ from .partition_change import (
     change_partition,
     elect_preferred,
     elect_unclean,
+    lost_dirs,
     on_broker_fenced,
     on_broker_unfenced,
+    on_dirs_lost,
     on_dirs_offline,
     preferred_leader_moves,
     start_reassignment,
@@ -152,9 +154,10 @@ class ClusterController(SingleBrokerController):
 
     def plan_reconcile(self) -> TopicChanges:
         """The leadership/ISR changes the current view calls for (pure, over the store's view):
-        brokers without a live unfenced session leave every leadership and ISR; live brokers'
-        offline directories leave those partitions; live brokers lead leaderless partitions
-        they cleanly can."""
+        brokers without a live unfenced session leave every leadership and ISR; replicas in
+        directories a broker's registration no longer lists become LOST (KIP-858, a replaced
+        disk); live brokers' offline directories leave those partitions; live brokers lead
+        leaderless partitions they cleanly can."""
         active = self._active_brokers()
         offline = self._offline_dirs()
         topics = {
@@ -170,6 +173,13 @@ class ClusterController(SingleBrokerController):
         hosting = {b for t in topics.values() for p in t.partitions.values() for b in p.replicas}
         for broker in sorted(hosting - active):
             merge(on_broker_fenced(topics.values(), broker, active=active, offline_dirs=offline))
+        for broker, reg in sorted(self.store.brokers.items()):
+            gone = lost_dirs(topics.values(), broker, reg.directories)
+            if gone:
+                log.warning("broker %d no longer has directories %s: replicas LOST", broker, gone)
+                merge(
+                    on_dirs_lost(topics.values(), broker, gone, active=active, offline_dirs=offline)
+                )
         for broker in sorted(active):
             if offline.get(broker):
                 merge(

@@ -16,6 +16,9 @@ decide (not store) changes, on :class:`~.model.PartitionState`:
 * **Broker loss / fencing** and **directory failure** (KIP-112/858) remove that broker from the
   ISR and leadership of every affected partition -- all its partitions, or only those whose
   replica lives in a failed directory (or is recorded as LOST).
+* **A replaced directory** (KIP-858): a directory id the metadata holds for a broker's
+  replica but its registration no longer lists makes that replica LOST (directory ``LOST``,
+  out of leadership and ISR); the broker re-creates it elsewhere and it catches up.
 * **Reassignment** (KIP-455): adding = target - current, removing = current - target,
   replicas = target + removing; complete once the ISR holds every adding replica (or, with
   nothing to add, any non-removing replica), then replicas = target and the ISR loses the
@@ -251,6 +254,54 @@ def on_dirs_offline(
         active=active,
         offline_dirs=offline_dirs,
     )
+
+
+def lost_dirs(topics: Iterable[TopicState], broker: int, registered: Collection[str]) -> set[str]:
+    """KIP-858: the directory ids the metadata places ``broker``'s replicas in that its
+    current registration no longer lists (a replaced disk comes back with a new
+    ``directory.id``; a directory dropped from ``log.dirs`` is gone). Empty when the
+    registration lists no directories (nothing to compare with)."""
+    if not registered:
+        return set()
+    known = {*registered, UNASSIGNED_DIR, LOST_DIR}
+    return {
+        replica_dir(p, broker)
+        for t in topics
+        for p in t.partitions.values()
+        if broker in p.replicas and replica_dir(p, broker) not in known
+    }
+
+
+def on_dirs_lost(
+    topics: Iterable[TopicState],
+    broker: int,
+    dirs: Collection[str],
+    *,
+    active: Collection[int],
+    offline_dirs: Mapping[int, Collection[str]],
+) -> TopicChanges:
+    """KIP-858: ``broker``'s replicas in ``dirs`` (directories it no longer has) are LOST: their
+    directory becomes ``LOST`` and they leave leadership and the ISR (the last ISR member
+    stays, as everywhere here). The broker re-creates them empty in a live directory of its
+    own and reports that directory; they rejoin the ISR once caught up with the leader."""
+    out: TopicChanges = {}
+    for topic in topics:
+        election = Election.UNCLEAN if unclean_enabled(topic) else Election.ONLINE
+        for part in topic.partitions.values():
+            if broker not in part.replicas or replica_dir(part, broker) not in dirs:
+                continue
+            new = change_partition(
+                part,
+                acceptable=acceptable_for(
+                    part, active=active, offline_dirs=offline_dirs, excluded=broker
+                ),
+                isr=[b for b in part.isr if b != broker],
+                election=election,
+                directories={broker: LOST_DIR},
+            )
+            if new is not None:
+                out.setdefault(topic.name, {})[part.partition] = new
+    return out
 
 
 def on_broker_unfenced(

@@ -226,3 +226,39 @@ def test_auto_rebalance_moves_only_clean_preferred_leaders_of_imbalanced_brokers
     assert preferred_leader_moves([t], threshold=0.7, acceptable=every) == []
     down = lambda _t, _p: lambda b: b != 1  # noqa: E731
     assert preferred_leader_moves([t], threshold=0.1, acceptable=down) == []
+
+
+def test_replicas_in_a_directory_the_registration_no_longer_lists_are_lost() -> None:
+    from spindle.broker.controller.partition_change import lost_dirs, on_dirs_lost
+
+    t = topic(
+        "t",
+        part(0, [1, 2, 3], 1, [1, 2, 3], dirs=["old1", "d2a", "d3a"]),
+        part(1, [2, 1, 3], 2, [2, 1, 3], dirs=["d2a", "keep1", "d3a"]),
+        part(2, [3, 1], 3, [3], dirs=["d3a", "old1"]),
+        part(3, [1, 2], 1, [1], dirs=["old1", "d2a"]),
+    )
+    # Broker 1 came back with "old1" replaced by "new1": only replicas placed in "old1" count.
+    assert lost_dirs([t], 1, ["keep1", "new1"]) == {"old1"}
+    assert lost_dirs([t], 1, []) == set()  # nothing to compare with: nothing lost
+    assert lost_dirs([t], 2, ["d2a"]) == set()
+    changes = on_dirs_lost([t], 1, {"old1"}, active=ALL, offline_dirs={})["t"]
+    assert set(changes) == {0, 2, 3}
+    p0 = changes[0]
+    assert p0.directories == [LOST_DIR, "d2a", "d3a"]
+    assert (p0.leader, p0.isr, p0.leader_epoch) == (2, [2, 3], 6)
+    # Out of the ISR already: only the directory changes, leader and epoch stay.
+    p2 = changes[2]
+    assert (p2.directories, p2.leader, p2.isr, p2.leader_epoch) == (
+        [
+            "d3a",
+            LOST_DIR,
+        ],
+        3,
+        [3],
+        5,
+    )
+    # The last ISR member stays in the ISR (no ELR) but may not lead from a LOST replica.
+    p3 = changes[3]
+    assert (p3.directories, p3.leader, p3.isr) == ([LOST_DIR, "d2a"], NO_LEADER, [1])
+    assert not acceptable_for(p3, active=ALL, offline_dirs={})(1)
