@@ -44,6 +44,7 @@ MAGIC_V2 = 2
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _BASE_OFFSET = struct.Struct(">q")
+_EPOCH = struct.Struct(">i")
 _PREFIX = struct.Struct(">qi")
 
 
@@ -183,16 +184,23 @@ def valid_prefix(
 
 
 def assign_offsets(
-    buf: bytes | bytearray | memoryview, headers: Sequence[BatchHeader], base_offset: int
+    buf: bytes | bytearray | memoryview,
+    headers: Sequence[BatchHeader],
+    base_offset: int,
+    leader_epoch: int | None = None,
 ) -> tuple[bytearray, int]:
-    """Copy of ``buf`` with consecutive offsets from ``base_offset``, and the next free offset.
+    """Copy of ``buf`` with consecutive offsets from ``base_offset``, and the next free offset;
+    with ``leader_epoch``, every batch's partitionLeaderEpoch set to it (the leader's stamp).
 
-    Only the baseOffset field of each batch changes; it is outside the CRC, so CRCs stay valid.
+    Only the baseOffset and partitionLeaderEpoch fields change; both lie before the CRC's range
+    (bytes 21 on), so CRCs stay valid.
     """
     out = bytearray(buf)
     next_offset = base_offset
     for header in headers:
         _BASE_OFFSET.pack_into(out, header.position, next_offset)
+        if leader_epoch is not None:
+            _EPOCH.pack_into(out, header.position + 12, leader_epoch)
         next_offset += header.last_offset_delta + 1
     return out, next_offset
 

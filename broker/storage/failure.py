@@ -18,7 +18,9 @@ Thread-safe: appends, readers, movers and the housekeeping thread all report her
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import queue
 import threading
 from collections.abc import Callable, Iterator
@@ -33,6 +35,32 @@ Handler = Callable[[str, BaseException], None]
 
 HANDLER_WAIT_S = 60.0
 """How long a thread that hit an error waits for the handler before going on (logged)."""
+
+_WRITE_SIDE_ERRNOS = {
+    errno.ENOSPC,
+    errno.EROFS,
+    errno.EDQUOT,
+    errno.EFBIG,
+    errno.EACCES,
+    errno.EPERM,
+    errno.ENOTDIR,
+    errno.ENOENT,
+}
+
+
+def copy_failure_dir(
+    exc: OSError, dest_logdir: str, source_logdir: str, src_fd: int, src_pos: int
+) -> str:
+    """Which directory a failed copy between two of them is blamed on: write-side errors
+    (full, read-only, permissions) on the destination; otherwise a one-byte read of the
+    source decides."""
+    if exc.errno in _WRITE_SIDE_ERRNOS:
+        return dest_logdir
+    try:
+        os.pread(src_fd, 1, src_pos)
+    except OSError:
+        return source_logdir
+    return dest_logdir
 
 
 class LogDirFailureChannel:

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+import struct
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from spindle.broker.common.clock import Clock
 from spindle.broker.common.errors import KafkaStorageError
 from spindle.broker.common.ids import TopicPartition
+from spindle.broker.records.batch import LOG_OVERHEAD
 from spindle.broker.storage.checkpoint import (
     LOG_START_OFFSET,
     RECOVERY_POINT,
@@ -32,6 +34,7 @@ from spindle.broker.storage.checkpoint import (
     read_checkpoint,
 )
 from spindle.broker.storage.failure import LogDirFailureChannel
+from spindle.broker.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from spindle.broker.storage.log import Log
 from spindle.broker.storage.logdir import (
     LogDir,
@@ -52,6 +55,9 @@ from spindle.broker.storage.segment import LOG_SUFFIX, Segment
 from spindle.broker.storage.settings import StorageSettings
 
 log = logging.getLogger(__name__)
+
+_EPOCH_PREFIX = struct.Struct(">qii")
+"""A stored batch's baseOffset, batchLength and partitionLeaderEpoch (``records.batch``)."""
 
 ScheduleDelete = Callable[[str, str], None]
 """``schedule_delete(path, logdir_path)``: delete a ``-delete`` directory later."""
@@ -276,6 +282,7 @@ def load_log(
                     created_ms=clock.wall_ms(),
                 )
             )
+        epochs = _load_epochs(dir_path, segments, recovery_point=recovery_point, clean=clean)
     return Log.from_segments(
         tp,
         dir_path,
@@ -287,7 +294,41 @@ def load_log(
         is_future=is_future,
         log_start_offset=log_start_offset,
         high_watermark=high_watermark,
+        epochs=epochs,
     )
+
+
+def _load_epochs(
+    dir_path: str, segments: list[Segment], *, recovery_point: int, clean: bool
+) -> LeaderEpochCache:
+    """A replica's leader-epoch cache (``OSError`` on a disk or format error): its checkpoint,
+    plus the epochs of batches written after the checkpoint's last write could have been lost
+    (past the recovery point, after an unclean shutdown), as Kafka's segment recovery does.
+    Without the file (a replica written before Spindle kept epochs) it is rebuilt from every
+    batch header once. ``Log.from_segments`` then cuts it to the log's offsets."""
+    path = os.path.join(dir_path, LEADER_EPOCH_CHECKPOINT)
+    try:
+        with open(path, encoding="utf-8") as f:
+            cache = LeaderEpochCache.parse(f.read(), path=path)
+        scan_from = None if clean else recovery_point
+    except FileNotFoundError:
+        cache, scan_from = LeaderEpochCache(), 0
+    if scan_from is not None:
+        cache.start_epochs(_batch_epochs(segments, scan_from))
+    return cache
+
+
+def _batch_epochs(segments: list[Segment], from_offset: int) -> Iterator[tuple[int, int]]:
+    """(partitionLeaderEpoch, base offset) of every stored batch ending at or after
+    ``from_offset``, reading only the batches' first 16 bytes."""
+    for seg in segments:
+        if seg.next_offset <= from_offset:
+            continue
+        position, _ = seg.find_position(from_offset)
+        while position is not None and position + _EPOCH_PREFIX.size <= seg.size:
+            base, length, epoch = _EPOCH_PREFIX.unpack(seg.pread(position, _EPOCH_PREFIX.size))
+            yield epoch, base
+            position += length + LOG_OVERHEAD
 
 
 def _recover_segments(

@@ -13,7 +13,6 @@ offline and surfaces as ``KafkaStorageError``.
 
 from __future__ import annotations
 
-import errno
 import os
 import threading
 from collections.abc import Callable
@@ -24,22 +23,14 @@ from spindle.broker.common.clock import Clock
 from spindle.broker.common.errors import ErrorCode, KafkaError, KafkaStorageError
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.records import batch as record_batch
-from spindle.broker.storage.failure import LogDirFailureChannel
+from spindle.broker.storage.checkpoint import write_atomically
+from spindle.broker.storage.failure import LogDirFailureChannel, copy_failure_dir
 from spindle.broker.storage.file_range import FileRange, ReadSlice
+from spindle.broker.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from spindle.broker.storage.names import TOPIC_FILE, name_is_cut
+from spindle.broker.storage.retention import apply_retention
 from spindle.broker.storage.segment import Segment, SegmentState
 from spindle.broker.storage.settings import StorageSettings
-
-_WRITE_SIDE_ERRNOS = {
-    errno.ENOSPC,
-    errno.EROFS,
-    errno.EDQUOT,
-    errno.EFBIG,
-    errno.EACCES,
-    errno.EPERM,
-    errno.ENOTDIR,
-    errno.ENOENT,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +74,8 @@ class Log:
         self.generation = 0
         """Bumped by truncation and by the swap; the mover restarts a copy when it changes."""
         self.closed = False
+        self.epochs = LeaderEpochCache()
+        """Where each leader epoch began; changed under the lock, each change written to disk."""
 
     def __repr__(self) -> str:
         return f"Log({self.tp}, {self.dir_path!r}, leo={self.log_end_offset})"
@@ -141,9 +134,11 @@ class Log:
         is_future: bool,
         log_start_offset: int | None,
         high_watermark: int | None,
+        epochs: LeaderEpochCache | None = None,
     ) -> Log:
-        """A replica over ``segments`` (new, or recovered by ``loader.load_log``): offsets from
-        the checkpoints, clamped to what the segments hold; the recovery point is the end."""
+        """A replica over ``segments`` (new, or recovered by ``loader.load_log``): offsets and
+        leader epochs from the checkpoints, clamped to what the segments hold; the recovery
+        point is the end."""
         log = cls(
             tp,
             dir_path,
@@ -158,6 +153,10 @@ class Log:
         first_base = segments[0].base_offset
         log._log_start_offset = min(max(log_start_offset or first_base, first_base), leo)
         log._high_watermark = min(max(high_watermark or 0, log._log_start_offset), leo)
+        if epochs is not None:
+            log.epochs = epochs
+            epochs.truncate_from_end(leo)
+            epochs.truncate_from_start(log._log_start_offset)
         # Clean: everything was flushed at shutdown. Unclean: everything past the old recovery
         # point was just re-validated.
         log.recovery_point = leo
@@ -202,12 +201,19 @@ class Log:
 
     # --- appending -------------------------------------------------------------------------
 
-    def append(self, records: bytes | bytearray, *, assign_offsets: bool = True) -> AppendResult:
+    def append(
+        self,
+        records: bytes | bytearray,
+        *,
+        assign_offsets: bool = True,
+        leader_epoch: int | None = None,
+    ) -> AppendResult:
         """Append one or more v2 batches; validate all first so bad input writes nothing.
 
         With ``assign_offsets`` (leader) offsets continue from the log end by rewriting each
-        batch's base offset; without it (follower) the batches keep theirs, which must start
-        at the log end.
+        batch's base offset, and ``leader_epoch`` (if given) is stamped as each batch's
+        ``partitionLeaderEpoch``; without it (follower) the batches keep theirs, which must
+        start at the log end. Either way a batch of a new epoch starts it in :attr:`epochs`.
         """
         headers = record_batch.validate(records)
         max_batch = self._settings.message_max_bytes
@@ -227,7 +233,7 @@ class Log:
             self._check_usable()
             leo = self.log_end_offset
             if assign_offsets:
-                data, next_offset = record_batch.assign_offsets(records, headers, leo)
+                data, next_offset = record_batch.assign_offsets(records, headers, leo, leader_epoch)
                 base = leo
             else:
                 data = bytearray(records)
@@ -243,17 +249,41 @@ class Log:
                     expected = h.next_offset
                 next_offset = expected
             batches = []
+            starts: list[tuple[int, int]] = []  # (epoch, first offset) of each batch
             offset = base
             for h in headers:
                 if not assign_offsets:
                     offset = h.base_offset
                 last = offset + h.last_offset_delta
                 batches.append((h.position, h.size, last, h.max_timestamp))
+                stamp = h.partition_leader_epoch if leader_epoch is None else leader_epoch
+                starts.append((stamp, offset))
                 offset = last + 1
             with self._guard("append"):
                 segment = self._maybe_roll(len(data), base)
                 segment.append(data, batches)
+                if self.epochs.start_epochs(starts):
+                    self._write_epochs()
             return AppendResult(base, next_offset - 1, self._log_start_offset)
+
+    def _write_epochs(self) -> None:
+        """Write :attr:`epochs` to ``leader-epoch-checkpoint`` (caller holds lock and guard)."""
+        write_atomically(os.path.join(self.dir_path, LEADER_EPOCH_CHECKPOINT), self.epochs.format())
+
+    def assign_leader_epoch(self, epoch: int) -> None:
+        """This replica becomes leader at ``epoch``: the epoch starts at the log end (Kafka's
+        ``makeLeader``), so a follower asking for an older epoch learns where it ended."""
+        with self.lock:
+            self._check_usable()
+            with self._guard("leader epoch checkpoint"):
+                if self.epochs.start_epochs([(epoch, self.log_end_offset)]):
+                    self._write_epochs()
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) as OffsetsForLeaderEpoch answers ``epoch`` from this replica
+        (:meth:`LeaderEpochCache.end_offset_for`); (-1, -1) if unknown."""
+        with self.lock:
+            return self.epochs.end_offset_for(epoch, self.log_end_offset)
 
     def _new_segment(self, base_offset: int) -> Segment:
         return Segment.create(
@@ -421,7 +451,9 @@ class Log:
                     seg.truncate_to_offset(seg.base_offset)
                 else:
                     seg.truncate_to_offset(offset)
-            leo = self.log_end_offset
+                leo = self.log_end_offset
+                if self.epochs.truncate_from_end(leo):
+                    self._write_epochs()
             self._log_start_offset = min(self._log_start_offset, leo)
             self._high_watermark = min(self._high_watermark, leo)
             self.recovery_point = min(self.recovery_point, leo)
@@ -438,39 +470,22 @@ class Log:
                     ErrorCode.OFFSET_OUT_OF_RANGE,
                 )
             self._log_start_offset = max(self._log_start_offset, offset)
-            self._delete_segments(lambda seg, nxt: nxt.base_offset <= offset)
+            self.delete_segments(lambda seg, nxt: nxt.base_offset <= offset)
+            with self._guard("leader epoch checkpoint"):
+                if self.epochs.truncate_from_start(self._log_start_offset):
+                    self._write_epochs()
 
     def apply_retention(self) -> int:
-        """Delete old segments by ``log.retention.ms`` and ``log.retention.bytes``; returns the
-        number deleted. Never the active segment, never beyond the high watermark."""
-        with self.lock:
-            self._check_usable()
-            deleted = 0
-            if self.compact_only:
-                return 0
-            retention_ms = self._settings.log_retention_ms
-            if retention_ms >= 0:
-                limit = self._clock.wall_ms() - retention_ms
-                deleted += self._delete_segments(lambda seg, _: seg.max_timestamp < limit)
-            retention_bytes = self._settings.log_retention_bytes
-            if retention_bytes >= 0:
-                excess = self.size - retention_bytes
+        """Delete old segments by ``log.retention.ms`` and ``log.retention.bytes``
+        (:func:`.retention.apply_retention`); returns the number deleted."""
+        return apply_retention(self, self._settings, self._clock.wall_ms())
 
-                def over(seg: Segment, _: Segment) -> bool:
-                    nonlocal excess
-                    if excess - seg.size < 0:
-                        return False
-                    excess -= seg.size
-                    return True
-
-                deleted += self._delete_segments(over)
-            return deleted
-
-    def _delete_segments(self, predicate: Callable[[Segment, Segment], bool]) -> int:
+    def delete_segments(self, predicate: Callable[[Segment, Segment], bool]) -> int:
         """Delete leading segments while ``predicate(seg, next)`` holds and the whole segment
         is below the high watermark; the active segment is never deleted."""
         count = 0
-        with self._guard("delete segments"):
+        with self.lock, self._guard("delete segments"):
+            self._check_usable()
             while len(self._segments) > 1:
                 seg, nxt = self._segments[0], self._segments[1]
                 if seg.next_offset > self._high_watermark or not predicate(seg, nxt):
@@ -479,6 +494,8 @@ class Log:
                 seg.delete()
                 count += 1
                 self._log_start_offset = max(self._log_start_offset, nxt.base_offset)
+            if count and self.epochs.truncate_from_start(self._log_start_offset):
+                self._write_epochs()
         return count
 
     # --- mover support ---------------------------------------------------------------------
@@ -494,9 +511,7 @@ class Log:
     ) -> None:
         """Future log only: append ``length`` bytes of the source segment ``state`` describes.
 
-        A failed copy is blamed on the directory that failed: write-side errors (full,
-        read-only, permissions) on this one; otherwise a one-byte read of the source decides.
-        """
+        A failed copy takes the directory that failed offline (``copy_failure_dir``)."""
         with self.lock:
             self._check_usable()
             self._failures.check(source_logdir)
@@ -504,12 +519,7 @@ class Log:
                 seg = self._segment_for_copy(state.base_offset)
                 seg.copy_from(src_fd, src_pos, length)
             except OSError as exc:
-                blamed = self.logdir_path
-                if exc.errno not in _WRITE_SIDE_ERRNOS:
-                    try:
-                        os.pread(src_fd, 1, src_pos)
-                    except OSError:
-                        blamed = source_logdir
+                blamed = copy_failure_dir(exc, self.logdir_path, source_logdir, src_fd, src_pos)
                 self._failures.mark_offline(blamed, exc)
                 raise KafkaStorageError(
                     f"copying {self.tp} into {self.dir_path} failed: {exc}; "
@@ -583,7 +593,11 @@ class Log:
             self.closed = True
 
     def set_offsets_from(self, other: Log) -> None:
-        """A future log takes the live log's log start offset and high watermark at the swap."""
+        """A future log takes the live log's log start offset, high watermark and leader-epoch
+        cache (written to its own directory, so it moves with the replica) at the swap."""
         with self.lock:
             self._log_start_offset = other.log_start_offset
             self._high_watermark = other.high_watermark
+            self.epochs = other.epochs.copy()
+            with self._guard("leader epoch checkpoint"):
+                self._write_epochs()
