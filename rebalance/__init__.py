@@ -24,6 +24,8 @@ One plan flows through these modules (``pipeline.make_plan`` runs them in order)
   ``exact``         the mixed-integer program (HiGHS) for small clusters the greedy falls short on;
                     the goals add their own rows to its ``Model``
   ``report``        reassignment JSON, balance figures, lower bounds, independent hard-rule check
+  ``bound_lp``      the lower bound as a linear program (HiGHS) over brokers and directories,
+                    with the count goals and rack repairs that the closed-form bound leaves out
   ``achievable``    which soft-goal bands the hard rules put out of reach (Offline-dir brokers,
                     racks), so the summary tells a planner shortfall from a real limit
   ``pipeline``      ``make_plan``: the order above, a second greedy pass over the first's

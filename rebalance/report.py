@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from spindle.rebalance.achievable import unachievable
 from spindle.rebalance.bands import band_floor
+from spindle.rebalance.bound_lp import lp_bound
 from spindle.rebalance.goals import BrokerBytes, Capacity, DiskBytes, hard_goals, soft_goals
 from spindle.rebalance.goals.base import Placed, dir_loads
 from spindle.rebalance.goals.broker_bytes import StartLoads
@@ -145,7 +146,7 @@ class _BoundFigures:
     broker the bytes a final load forces off (or onto) its directories (``parts``)."""
 
     def __init__(self, cluster: Cluster, scope: Scope, goals: Goals) -> None:
-        self.cluster, self.scope = cluster, scope
+        self.cluster, self.scope, self.goals = cluster, scope, goals
         host = scope.hosting
         st = StartLoads.of(cluster, scope, goals)
         self.total = total = st.total
@@ -162,7 +163,7 @@ class _BoundFigures:
         # A band no plan reaches under the hard rules (``achievable``) bounds nothing: a
         # plan meeting every achievable goal may leave that broker or directory anywhere
         # up to its capacity threshold, so counting its band would overstate the bound.
-        impossible = unachievable(cluster, scope, goals)
+        self.impossible = impossible = unachievable(cluster, scope, goals)
         loose_b = np.zeros(n_b, bool)
         loose_b[list(impossible[BrokerBytes.name])] = True
         self.lo_b = np.where(loose_b, 0.0, st.lo_b)
@@ -243,7 +244,11 @@ def _balance_bounds(bd: _BoundFigures) -> dict[str, float]:
         float(np.maximum(b_load - bd.hi_b, 0)[hb].sum()),
         float(np.maximum(bd.lo_b - b_load, 0)[hb & _recv_b(bd.cluster, bd.scope)].sum()),
     )
-    out["bytes"] = max(forced, out["balance"])
+    # The linear program adds the count goals (and reads the directory bands exactly).
+    lp = lp_bound(bd.cluster, bd.scope, bd.goals, bd.impossible)
+    if lp is not None:
+        out["lp"] = lp
+    out["bytes"] = max(forced, out["balance"], lp or 0.0)
     return out
 
 

@@ -1,0 +1,315 @@
+"""The lower bound as a linear program: the same goals the plan must meet, relaxed to
+aggregates per broker and per directory, solved by HiGHS.
+
+Why: the closed-form bound (``report._balance_bounds``) knows only bytes. A plan must also
+bring replica counts into their band, and a broker holding too many replicas sheds at least
+its smallest ones: on clusters where counts and bytes pull apart (old brokers full of large
+replicas, new ones empty, mixed replication) the byte-only bound sits far under any plan, and
+``bytesOverLowerBound`` measured the bound instead of the plan. This program adds the count
+goals and couples them to bytes, and it reads the directory band against the broker's final
+Active mean exactly (linear in the final loads), instead of bounding each broker alone.
+
+Aggregate on purpose: its size is a few columns per directory and per broker, and a few rows
+per broker, never per replica, so a million replicas cost a sort and an LP of some ten
+thousand columns (about a second).
+
+Variables (bytes in units of the mean replica's size, so the solver sees numbers near 1):
+  ``out_d``, ``in_d``   bytes leaving / arriving on hosting directory d (``in_d = 0`` where d
+                        may not receive);
+  ``kout_b``, ``kin_b`` serving replicas leaving broker b for another broker / newly serving
+                        on b (from another broker or from b's own directories being emptied).
+Rows, each kept by every plan that keeps the hard rules and meets every achievable band:
+  - every byte moved lands on a hosting directory: ``sum in = sum out + forced``;
+  - every replica that leaves a broker, or is evacuated, serves on some broker afterwards:
+    ``sum kin = sum kout + evacuated``;
+  - broker bytes, directory over its broker's final Active mean (both sides), capacity
+    threshold, replica counts: each achievable band (``achievable`` leaves the others out);
+  - a partition crowding a rack (a rule the plan must repair) sends its excess off that
+    rack: per rack, bytes leaving at least the excess times the partition's smallest there;
+  - the replicas that leave broker b weigh at least its ``kout_b`` smallest:
+    ``sum_{d on b} out_d >= g_b(kout_b)``, and those arriving at least the cluster's
+    ``kin_b`` smallest, ``h(kin_b)``. ``g`` and ``h`` are sums of sorted sizes, convex in
+    the count, so their tangent lines at a few counts (each valid everywhere) relax them.
+Objective: forced bytes plus ``sum out`` -- each moved replica leaves exactly one directory.
+
+Relaxed (dropped, so the bound stays valid): the rack rule beyond that repair, leader counts (leadership moves by
+preferred-leader changes at no bytes), which broker a replica may go to, and integrality.
+The result is the LP's optimum less a millionth of the placed bytes (the solver's tolerance,
+kept on the safe side); None when HiGHS does not prove an optimum (e.g. the bands are
+jointly out of reach), and the caller keeps the closed-form bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import highspy
+import numpy as np
+from spindle.rebalance.bands import band_floor
+from spindle.rebalance.goals import BROKER_BYTES, DISK_BYTES, REPLICAS, ReplicaCount
+from spindle.rebalance.goals.broker_bytes import StartLoads
+from spindle.rebalance.goals.rack import hosting_racks, rack_limits
+from spindle.rebalance.model import ACTIVE, Cluster, Goals
+from spindle.rebalance.scope import Scope
+
+#: Band edges widened by this fraction: the goals' own checks allow ~1e-9, and a valid
+#: bound must not be tighter than what they accept.
+_WIDEN = 1e-7
+#: Tangent counts per broker (each a row): the count the band forces and a few beyond.
+_STEPS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+@dataclass
+class _Rows:
+    """Constraint rows in compressed form, added to HiGHS in one call."""
+
+    lo: list[float] = field(default_factory=list)
+    hi: list[float] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)
+    idx: list[int] = field(default_factory=list)
+    val: list[float] = field(default_factory=list)
+
+    def add(self, cols: list[int], vals: list[float], lo: float, hi: float) -> None:
+        self.starts.append(len(self.idx))
+        self.idx.extend(cols)
+        self.val.extend(vals)
+        self.lo.append(lo)
+        self.hi.append(hi)
+
+
+def _tangents(sizes: np.ndarray, counts: list[int]) -> list[tuple[float, float]]:
+    """Lines ``a + s * k`` under the sum of the ``k`` smallest of ``sizes`` (sorted
+    ascending), touching it at each of ``counts``: at k the slope is the (k+1)-th smallest
+    size, which no later size undercuts and no earlier one exceeds."""
+    csum = np.concatenate(([0.0], np.cumsum(sizes)))
+    out = []
+    for k in sorted(set(counts)):
+        if 0 <= k < len(sizes):
+            s = float(sizes[k])
+            out.append((float(csum[k]) - s * k, s))
+    return out
+
+
+class _Program:
+    """The program's columns and rows for one cluster (full mode)."""
+
+    def __init__(
+        self, cluster: Cluster, scope: Scope, goals: Goals, impossible: dict[str, dict[int, str]]
+    ) -> None:
+        self.c, self.scope, self.goals = cluster, scope, goals
+        st = StartLoads.of(cluster, scope, goals)
+        self.st = st
+        n_rep = int((~st.stuck).sum())
+        self.unit = max(float(cluster.rep_size[~st.stuck].mean()) if n_rep else 1.0, 1.0)
+        host = scope.hosting
+        self.dirs = np.flatnonzero(host)
+        self.col_of = np.full(cluster.n_dirs, -1, np.int64)
+        self.col_of[self.dirs] = np.arange(len(self.dirs))
+        n_h = len(self.dirs)
+        # Columns: out_d (n_h), in_d (n_h), kout_b (n_b), kin_b (n_b).
+        self.n_b = n_b = cluster.n_brokers
+        self.o_in, self.o_kout, self.o_kin = n_h, 2 * n_h, 2 * n_h + n_b
+        self.n_cols = 2 * n_h + 2 * n_b
+        self.rows = _Rows()
+        self.loose_b = np.zeros(n_b, bool)
+        self.loose_b[list(impossible.get(BROKER_BYTES, {}))] = True
+        self.loose_c = np.zeros(n_b, bool)
+        self.loose_c[list(impossible.get(REPLICAS, {}))] = True
+        self.loose_d = np.zeros(cluster.n_dirs, bool)
+        self.loose_d[list(impossible.get(DISK_BYTES, {}))] = True
+        serving = host[cluster.rep_dir]
+        self.counts = np.bincount(cluster.rep_broker[serving], minlength=n_b)
+        self.evac = scope.evacuate[cluster.rep_dir]
+        self.dirs_of: list[list[int]] = [[] for _ in range(n_b)]
+        for d in self.dirs.tolist():
+            self.dirs_of[int(cluster.dir_broker[d])].append(d)
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """Column bounds: a directory sheds at most its replicas' bytes and receives only
+        where the scope lets it; a broker sheds at most the replicas serving on it."""
+        c, u = self.c, self.unit
+        n_h = len(self.dirs)
+        lo = np.zeros(self.n_cols)
+        hi = np.full(self.n_cols, highspy.kHighsInf)
+        hi[:n_h] = self.st.rep_bytes[self.dirs] / u
+        hi[self.o_in : self.o_in + n_h] = np.where(
+            self.scope.receivable[self.dirs], highspy.kHighsInf, 0.0
+        )
+        recv_b = np.zeros(self.n_b, bool)
+        recv_b[c.dir_broker[self.scope.receivable]] = True
+        hi[self.o_kout : self.o_kout + self.n_b] = self.counts
+        hi[self.o_kin : self.o_kin + self.n_b] = np.where(recv_b, highspy.kHighsInf, 0.0)
+        return lo, hi
+
+    def net(self, dirs: list[int]) -> tuple[list[int], list[float]]:
+        """Columns and signs of the net bytes arriving on ``dirs`` (in - out)."""
+        cols = [int(self.col_of[d]) for d in dirs]
+        return [self.o_in + j for j in cols] + cols, [1.0] * len(cols) + [-1.0] * len(cols)
+
+    def conservation(self) -> None:
+        u, n_h = self.unit, len(self.dirs)
+        forced = float(self.st.rep_bytes[self.scope.evacuate].sum()) / u
+        cols = list(range(2 * n_h))
+        self.rows.add(cols, [-1.0] * n_h + [1.0] * n_h, forced, forced)
+        n_b, evac = self.n_b, float(self.evac.sum())
+        kc = list(range(self.o_kout, self.o_kout + 2 * n_b))
+        self.rows.add(kc, [-1.0] * n_b + [1.0] * n_b, evac, evac)
+
+    def broker_rows(self) -> None:
+        """Broker bytes and replica counts in their bands (where achievable)."""
+        st, u, w = self.st, self.unit, _WIDEN
+        c_lo, c_hi = ReplicaCount(self.goals).band(
+            float((~st.stuck).sum()) / max(int(st.hb.sum()), 1)
+        )
+        for b in np.flatnonzero(st.hb).tolist():
+            dirs = self.dirs_of[b]
+            if not dirs:
+                continue
+            if not self.loose_b[b]:
+                cols, vals = self.net(dirs)
+                lo = (st.lo_b[b] * (1 - w) - st.b_load[b]) / u
+                hi = (st.hi_b[b] * (1 + w) - st.b_load[b]) / u
+                self.rows.add(cols, vals, lo, hi)
+            if not self.loose_c[b]:
+                kc = [self.o_kin + b, self.o_kout + b]
+                self.rows.add(kc, [1.0, -1.0], c_lo - self.counts[b], c_hi - self.counts[b])
+
+    def dir_rows(self) -> None:
+        """Capacity threshold on every hosting directory; each achievable Active directory
+        within the band around its broker's final Active mean (rows divided by the
+        broker's Active capacity)."""
+        c, st, u, w = self.c, self.st, self.unit, _WIDEN
+        hard = self.goals.capacity_threshold * st.total
+        db = self.goals.disk_balance
+        active = self.scope.hosting & (c.dir_state == ACTIVE)
+        inf = highspy.kHighsInf
+        for d in self.dirs.tolist():
+            cols, vals = self.net([d])
+            self.rows.add(cols, vals, -inf, (hard[d] * (1 + w) - st.load[d]) / u)
+        for b in range(self.n_b):
+            act = [d for d in self.dirs_of[b] if active[d]]
+            a_cap = float(st.total[act].sum())
+            if not act or a_cap <= 0:
+                continue
+            a_load = float(st.load[act].sum())
+            cols, _ = self.net(act)
+            for d in act:
+                if self.loose_d[d]:
+                    continue
+                share = float(st.total[d]) / a_cap
+                for f, upper in ((db * (1 + w), True), (band_floor(db, 1.0) * (1 - w), False)):
+                    coef = [(1.0 if e == d else 0.0) - f * share for e in act]
+                    const = (float(st.load[d]) - f * share * a_load) / u
+                    vals = coef + [-x for x in coef]
+                    if upper:
+                        self.rows.add(cols, vals, -inf, -const)
+                    else:
+                        self.rows.add(cols, vals, -const, inf)
+
+    def count_bytes_rows(self) -> None:
+        """Replicas leaving a broker weigh at least its smallest; replicas arriving at least
+        the cluster's smallest (tangent lines at the counts the band forces and beyond)."""
+        c, st, u = self.c, self.st, self.unit
+        serving = self.scope.hosting[c.rep_dir]
+        mean = float((~st.stuck).sum()) / max(int(st.hb.sum()), 1)
+        c_lo, c_hi = ReplicaCount(self.goals).band(mean)
+        order = np.lexsort((c.rep_size, c.rep_broker))
+        order = order[serving[order]]
+        brokers = c.rep_broker[order]
+        starts = np.searchsorted(brokers, np.arange(self.n_b + 1))
+        sizes_all = np.sort(c.rep_size[~st.stuck]).astype(np.float64) / u
+        inf = highspy.kHighsInf
+        quart = [int(q * len(sizes_all)) for q in (0.01, 0.05, 0.1, 0.25, 0.5)]
+        for b in np.flatnonzero(st.hb).tolist():
+            dirs = self.dirs_of[b]
+            if not dirs:
+                continue
+            cols = [int(self.col_of[d]) for d in dirs]
+            mine = c.rep_size[order[starts[b] : starts[b + 1]]].astype(np.float64) / u
+            need = max(0, int(self.counts[b]) - c_hi)
+            for a, s in _tangents(mine, [need + k for k in _STEPS]):
+                self.rows.add([*cols, self.o_kout + b], [1.0] * len(cols) + [-s], a, inf)
+            need_in = max(0, c_lo - int(self.counts[b]))
+            at = [need_in + k for k in _STEPS] + quart
+            for a, s in _tangents(sizes_all, at):
+                self.rows.add(
+                    [self.o_in + j for j in cols] + [self.o_kin + b],
+                    [1.0] * len(cols) + [-s],
+                    a,
+                    inf,
+                )
+
+    def rack_rows(self) -> None:
+        """A partition crowding a rack sends its excess replicas off that rack: per rack, the
+        bytes leaving its hosting directories are at least, per crowded partition, its excess
+        times the smallest of its replicas there (replicas being evacuated anyway are
+        already in the forced bytes, so only hosting ones count)."""
+        c, scope = self.c, self.scope
+        if not self.goals.rack_aware or not scope.fix_racks:
+            return
+        host = scope.hosting[c.rep_dir]
+        limits = rack_limits(np.diff(c.part_start), hosting_racks(c, scope))
+        n_rk = len(c.racks) + 1
+        rack = c.broker_rack[c.rep_broker].astype(np.int64)
+        key = (c.rep_part.astype(np.int64) * n_rk + rack)[host]
+        uniq, inv, counts = np.unique(key, return_inverse=True, return_counts=True)
+        smallest = np.full(len(uniq), np.inf)
+        np.minimum.at(smallest, inv, c.rep_size[host].astype(np.float64))
+        excess = counts - limits[uniq // n_rk]
+        bad = excess > 0
+        if not bad.any():
+            return
+        per_rack = np.bincount(
+            uniq[bad] % n_rk, weights=excess[bad] * smallest[bad], minlength=n_rk
+        )
+        inf = highspy.kHighsInf
+        d_rack = c.broker_rack[c.dir_broker[self.dirs]]
+        for r in np.flatnonzero(per_rack > 0).tolist():
+            cols = np.flatnonzero(d_rack == r).tolist()
+            self.rows.add(
+                cols, [1.0] * len(cols), float(per_rack[r]) / self.unit * (1 - _WIDEN), inf
+            )
+
+    def solve(self) -> float | None:
+        h = highspy.Highs()  # type: ignore[no-untyped-call]
+        for name, value in (("output_flag", False), ("threads", 1), ("time_limit", 30.0)):
+            h.setOptionValue(name, value)
+        lo, hi = self.bounds()
+        n = self.n_cols
+        h.addVars(n, lo, hi)
+        n_h = len(self.dirs)
+        h.changeColsCost(n_h, np.arange(n_h, dtype=np.int32), np.ones(n_h))
+        r = self.rows
+        h.addRows(
+            len(r.lo),
+            np.asarray(r.lo, np.float64),
+            np.asarray(r.hi, np.float64),
+            len(r.idx),
+            np.asarray(r.starts, np.int32),
+            np.asarray(r.idx, np.int32),
+            np.asarray(r.val, np.float64),
+        )
+        h.run()
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return None
+        moved = float(h.getInfo().objective_function_value) * self.unit
+        return moved + float(self.st.rep_bytes[self.scope.evacuate].sum())
+
+
+def lp_bound(
+    cluster: Cluster, scope: Scope, goals: Goals, impossible: dict[str, dict[int, str]]
+) -> float | None:
+    """Bytes every full-mode plan meeting every achievable band must move, at least (see the
+    module docstring); None when the program has no proven optimum."""
+    if not scope.balance_counts or cluster.n_replicas == 0:
+        return None
+    prog = _Program(cluster, scope, goals, impossible)
+    prog.conservation()
+    prog.broker_rows()
+    prog.dir_rows()
+    prog.count_bytes_rows()
+    prog.rack_rows()
+    found = prog.solve()
+    if found is None:
+        return None
+    return max(0.0, found - 1e-6 * prog.st.placed)
