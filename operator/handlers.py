@@ -182,7 +182,9 @@ def _reconcile_locked(
                 cordon=memo.get("cordon"),
                 move=memo.get("move"),
             )
-        metrics.record_logvolumes(namespace, name, ctx.logvolumes.values())
+        metrics.record_logvolumes(
+            namespace, name, [*ctx.logvolumes.values(), *ctx.released_logvolumes.values()]
+        )
     except KubeError as exc:
         if exc.status == 403 and "being terminated" in exc.server_message:
             # The namespace is being deleted and takes the Broker with it; recreating

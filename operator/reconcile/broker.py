@@ -7,8 +7,9 @@ says *what* a reconcile is, in order (the Strimzi ``KafkaReconciler.reconcile()`
 2. ``check_storage``: the pure storage diff; a refused change stops here (nothing touched);
 3. ``apply_config``: ConfigMap and Service;
 4. ``apply_volumes``: claims (created or grown) and LogVolumes;
-5. ``release_removed``: LogVolumes (and claims with deleteClaim) of removed, emptied volumes;
-   a kept claim is labelled released, and taken back when its volume id is declared again;
+5. ``release_removed``: removed, emptied volumes are released (claim deleted per
+   deleteClaim, else kept; LogVolume ``Released``), and taken back when declared again
+   (``reattach_released``, before step 4) -- both in ``reconcile.release``;
 6. ``apply_pod``: the Pod, replaced when its volumes or settings changed;
 7. ``volume_status``: each LogVolume's status from its claim;
 8. ``broker_status``: phase, volume counts, conditions, observedGeneration.
@@ -33,9 +34,9 @@ from spindle.operator.reconcile.logvolume import (
     drain_volumes,
     observe_volumes,
     read_storage,
-    release_removed,
     volume_status,
 )
+from spindle.operator.reconcile.release import read_released, reattach_released, release_removed
 from spindle.operator.specs import BrokerSpec, Condition
 
 
@@ -140,6 +141,7 @@ Step = Callable[[Context], None]
 #: change touches nothing but status); reading and checking come first, status last.
 STEPS: tuple[Step, ...] = (
     apply_config,
+    reattach_released,
     apply_volumes,
     release_removed,
     apply_pod,
@@ -178,6 +180,7 @@ def reconcile_broker(
         move=move,
     )
     read_storage(ctx)
+    read_released(ctx)
     check_storage(ctx)
     if ctx.diff.allowed:
         for step in STEPS:
@@ -213,6 +216,7 @@ def refresh_broker(
         move=move,
     )
     read_storage(ctx)
+    read_released(ctx)
     check_storage(ctx)
     for step in REFRESH_STEPS:
         step(ctx)

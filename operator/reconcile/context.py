@@ -9,11 +9,9 @@ from typing import Any, Protocol
 from spindle.operator import specs
 from spindle.operator.kube import KubeApi, Outcome
 from spindle.operator.specs import BrokerSpec
+from spindle.operator.specs.release import LABEL_RELEASED
 from spindle.operator.specs.volume_state import DirReport, Evidence
 from spindle.operator.storage_diff import StorageDiff
-
-# A claim kept (deleteClaim: false) after its volume was removed: no longer the broker's.
-LABEL_RELEASED = "spindle.io/released"
 
 
 class EventSink(Protocol):
@@ -53,6 +51,8 @@ class Context:
     claims: dict[int, dict[str, Any]] = field(default_factory=dict)
     logvolumes: dict[int, dict[str, Any]] = field(default_factory=dict)
     released: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: LogVolumes of released volumes (``Released``), by volume id (``reconcile.release``).
+    released_logvolumes: dict[int, dict[str, Any]] = field(default_factory=dict)
     diff: StorageDiff = field(default_factory=StorageDiff)
     outcomes: list[Outcome] = field(default_factory=list)
     pod: dict[str, Any] | None = None

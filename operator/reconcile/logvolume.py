@@ -3,8 +3,8 @@
 Storage is the one part of a Broker whose edit can lose data, so it is read and checked
 before anything is written (``read_storage``, ``check_storage``: the pure storage diff), and
 the writing steps run only when the whole change is allowed (see ``reconcile.broker``):
-``apply_volumes`` creates or grows claims and LogVolumes, ``release_removed`` gives up removed
-volumes once they are empty, ``volume_status`` writes each LogVolume's status from its claim.
+``apply_volumes`` creates or grows claims and LogVolumes (``reconcile.release`` releases
+removed volumes once they are empty), ``volume_status`` writes each LogVolume's status.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from spindle.operator.kube import (
     post_event,
 )
 from spindle.operator.quantity import quantity_bytes
-from spindle.operator.reconcile.context import LABEL_RELEASED, Context
+from spindle.operator.reconcile.context import Context
 from spindle.operator.specs import Obj
+from spindle.operator.specs.release import LABEL_RELEASED
 from spindle.operator.specs.volume_state import (
     BrokerUnreachable,
     DirReport,
@@ -85,46 +86,8 @@ def check_storage(ctx: Context) -> None:
 
 def apply_volumes(ctx: Context) -> None:
     for volume in ctx.broker.volumes:
-        claim = ctx.released.get(volume.id)
-        if claim is not None and volume.id not in ctx.claims:
-            name = claim["metadata"]["name"]
-            patch = {"metadata": {"labels": {LABEL_RELEASED: None}}}
-            ctx.api.patch(PVCS, ctx.broker.namespace, name, patch)
-            ctx.emit(
-                "Normal",
-                "VolumeReattached",
-                f"volume {volume.id}: reusing released PVC {name} and the data it holds",
-            )
         ctx.applied(apply_object(ctx.api, specs.build_pvc(ctx.broker, volume)))
         ctx.applied(apply_object(ctx.api, specs.build_logvolume(ctx.broker, volume)))
-
-
-def release_removed(ctx: Context) -> None:
-    """Give up volumes that were removed from the spec after they were emptied.
-
-    The claim is deleted only if it carries the Broker's owner reference (it was declared
-    with ``deleteClaim: true``); otherwise it is kept, labelled released, with its data.
-    """
-    namespace = ctx.broker.namespace
-    for volume_id in ctx.diff.removed:
-        logvolume = ctx.logvolumes.get(volume_id)
-        if logvolume is not None:
-            ctx.api.delete(LOGVOLUMES, namespace, logvolume["metadata"]["name"])
-        claim = ctx.claims.get(volume_id)
-        if claim is None:
-            continue
-        name = claim["metadata"]["name"]
-        owners = claim["metadata"].get("ownerReferences") or []
-        if any(o.get("uid") == ctx.broker.uid for o in owners):
-            ctx.api.delete(PVCS, namespace, name)
-            ctx.emit("Normal", "VolumeRemoved", f"volume {volume_id}: deleted PVC {name}")
-        else:
-            ctx.api.patch(PVCS, namespace, name, {"metadata": {"labels": {LABEL_RELEASED: "true"}}})
-            ctx.emit(
-                "Normal",
-                "VolumeRemoved",
-                f"volume {volume_id}: kept PVC {name} (deleteClaim is false), labelled released",
-            )
 
 
 def _node_problem(ctx: Context) -> str | None:

@@ -170,12 +170,15 @@ def test_removed_empty_volume_without_delete_claim_keeps_its_claim(
         api, cluster.get("broker", "keep"), now="2026-01-01T00:01:00Z", emit=events
     )
     assert ctx.diff.removed == (1,)
-    assert cluster.get("logvolume", "keep-data-1") is None
+    released = cluster.get("logvolume", "keep-data-1")
+    assert released["status"]["state"] == "Released"
+    assert released["status"]["claimKept"] is True
+    assert released["metadata"]["labels"]["spindle.io/released"] == "true"
     claim = cluster.get("pvc", "data-1-keep")
     assert claim is not None, "a claim without deleteClaim must survive the volume's removal"
     assert claim["metadata"]["labels"]["spindle.io/released"] == "true"
     uid = claim["metadata"]["uid"]
-    assert ("Normal", "VolumeRemoved") in {(t, r) for t, r, _ in events}
+    assert ("Normal", "VolumeReleased") in {(t, r) for t, r, _ in events}
 
     # The released claim is no longer the broker's: the next reconcile refuses nothing.
     again = reconcile_broker(
@@ -200,7 +203,11 @@ def test_removed_empty_volume_without_delete_claim_keeps_its_claim(
     claim = cluster.get("pvc", "data-1-keep")
     assert claim["metadata"]["uid"] == uid
     assert "spindle.io/released" not in claim["metadata"]["labels"]
-    assert cluster.get("logvolume", "keep-data-1") is not None
+    back_lv = cluster.get("logvolume", "keep-data-1")
+    assert back_lv["status"]["state"] == "Pending"  # leaves Released; Active once reported
+    assert "claimKept" not in back_lv["status"]
+    assert "spindle.io/released" not in back_lv["metadata"]["labels"]
+    assert back_lv["spec"]["desiredState"] == "Active"
     assert ("Normal", "VolumeReattached") in {(t, r) for t, r, _ in events}
 
 

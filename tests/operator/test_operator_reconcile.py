@@ -285,13 +285,20 @@ def test_removing_a_volume_waits_until_its_logvolume_is_empty(
         json.dumps({"status": {"state": "Empty"}}),
     )
 
-    def released() -> bool:
-        return namespace.get("logvolume", "shed-data-1") is None and (
-            (pvc := namespace.get("pvc", "data-1-shed")) is None
-            or bool(pvc["metadata"].get("deletionTimestamp"))
+    def released() -> Any:
+        lv = namespace.get("logvolume", "shed-data-1") or {}
+        gone = (pvc := namespace.get("pvc", "data-1-shed")) is None or bool(
+            pvc["metadata"].get("deletionTimestamp")
         )
+        return gone and (lv.get("status") or {}).get("state") == "Released" and lv
 
-    wait_for(released, what="volume 1 released")
+    lv = wait_for(released, what="volume 1 released")
+    # The LogVolume stays, Released, and says the claim went with it (deleteClaim: true).
+    assert lv["status"]["claimKept"] is False
+    assert lv["metadata"]["labels"]["spindle.io/released"] == "true"
+    ready = {c["type"]: c for c in lv["status"]["conditions"]}["Ready"]
+    assert (ready["status"], ready["reason"]) == ("False", "Released")
+    assert "deleted" in ready["message"]
     pod = wait_for(
         lambda: (
             (p := namespace.get("pod", name))
