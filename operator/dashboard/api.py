@@ -13,6 +13,7 @@ import contextlib
 import datetime as dt
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -26,10 +27,14 @@ from spindle.operator.dashboard.client import (
     REASSIGNMENTS,
     REBALANCES,
     ApiError,
+    Kind,
 )
 from spindle.operator.dashboard.context import dashboard, identify, same_origin
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# Every endpoint below registers itself here; the app adds the table (aiohttp's own way of
+# keeping each route next to its handler).
+routes = web.RouteTableDef()
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -38,6 +43,11 @@ def _json(data: Any, status: int = 200) -> web.Response:
 
 def _error(status: int, message: str) -> web.Response:
     return _json({"error": message}, status)
+
+
+def _found(data: dict[str, Any] | None, kind: str) -> web.Response:
+    """The object's view, or 404 naming the kind."""
+    return _json(data) if data is not None else _error(404, f"{kind} not found")
 
 
 async def readable(request: web.Request) -> bool:
@@ -66,10 +76,16 @@ def overview_data(request: web.Request) -> dict[str, Any]:
     return views.overview(store.objects(BROKERS), store.objects(LOGVOLUMES))
 
 
+def _addressed(request: web.Request, kind: Kind) -> dict[str, Any] | None:
+    """The watched object the path's ``{namespace}/{name}`` names, if there is one."""
+    match = request.match_info
+    return dashboard(request).store.get(kind, match["namespace"], match["name"])
+
+
 async def volume_data(request: web.Request) -> dict[str, Any] | None:
     board = dashboard(request)
     namespace, name = request.match_info["namespace"], request.match_info["name"]
-    volume = board.store.get(LOGVOLUMES, namespace, name)
+    volume = _addressed(request, LOGVOLUMES)
     if volume is None:
         return None
     selector = f"involvedObject.kind=LogVolume,involvedObject.name={name}"
@@ -95,47 +111,67 @@ def rebalances_data(request: web.Request) -> list[dict[str, Any]]:
     return [proposals.rebalance_view(r) for r in dashboard(request).store.objects(REBALANCES)]
 
 
+async def reassignment_data(request: web.Request) -> dict[str, Any] | None:
+    item = _addressed(request, REASSIGNMENTS)
+    return None if item is None else proposals.reassignment_view(item, now=utcnow())
+
+
+async def rebalance_data(request: web.Request) -> dict[str, Any] | None:
+    item = _addressed(request, REBALANCES)
+    return None if item is None else proposals.rebalance_view(item)
+
+
+@dataclass(frozen=True)
+class Detail:
+    """One kind with a view of a single object: ``GET /api/v1/<plural>/NS/NAME`` here, and a
+    page of its own in ``pages``; both 404 naming ``kind`` when the object is not there."""
+
+    kind: str
+    plural: str
+    data: Callable[[web.Request], Awaitable[dict[str, Any] | None]]
+
+
+DETAILS = {
+    d.kind: d
+    for d in (
+        Detail("LogVolume", "logvolumes", volume_data),
+        Detail("Reassignment", "reassignments", reassignment_data),
+        Detail("Rebalance", "rebalances", rebalance_data),
+    )
+}
+
+
+def _detail_endpoint(detail: Detail) -> Handler:
+    @reader
+    async def get(request: web.Request) -> web.StreamResponse:
+        return _found(await detail.data(request), detail.kind)
+
+    return get
+
+
+for _detail in DETAILS.values():
+    routes.get(f"/api/v1/{_detail.plural}/{{namespace}}/{{name}}")(_detail_endpoint(_detail))
+
+
+@routes.get("/api/v1/overview")
 @reader
 async def get_overview(request: web.Request) -> web.StreamResponse:
     return _json(overview_data(request))
 
 
-@reader
-async def get_volume(request: web.Request) -> web.StreamResponse:
-    data = await volume_data(request)
-    return _json(data) if data is not None else _error(404, "LogVolume not found")
-
-
+@routes.get("/api/v1/reassignments")
 @reader
 async def get_reassignments(request: web.Request) -> web.StreamResponse:
     return _json({"items": reassignments_data(request)})
 
 
-@reader
-async def get_reassignment(request: web.Request) -> web.StreamResponse:
-    item = dashboard(request).store.get(
-        REASSIGNMENTS, request.match_info["namespace"], request.match_info["name"]
-    )
-    if item is None:
-        return _error(404, "Reassignment not found")
-    return _json(proposals.reassignment_view(item, now=utcnow()))
-
-
+@routes.get("/api/v1/rebalances")
 @reader
 async def get_rebalances(request: web.Request) -> web.StreamResponse:
     return _json({"items": rebalances_data(request)})
 
 
-@reader
-async def get_rebalance(request: web.Request) -> web.StreamResponse:
-    item = dashboard(request).store.get(
-        REBALANCES, request.match_info["namespace"], request.match_info["name"]
-    )
-    if item is None:
-        return _error(404, "Rebalance not found")
-    return _json(proposals.rebalance_view(item))
-
-
+@routes.get("/api/v1/whoami")
 async def whoami(request: web.Request) -> web.StreamResponse:
     user, _ = await identify(request)
     if user is None:
@@ -177,6 +213,7 @@ async def run_action(request: web.Request, form: dict[str, str]) -> dict[str, An
     )
 
 
+@routes.post("/api/v1/{plural}/{namespace}/{name}/{action}")
 async def post_action(request: web.Request) -> web.StreamResponse:
     form = {k: str(v) for k, v in (await request.post()).items()}
     try:
@@ -186,6 +223,7 @@ async def post_action(request: web.Request) -> web.StreamResponse:
     return _json({"ok": True, "object": patched})
 
 
+@routes.get("/api/v1/watch")
 async def watch(request: web.Request) -> web.StreamResponse:
     """Server-sent events: one ``change`` event per object change, as
     ``{"kind", "namespace", "name", "type"}``; ``?kinds=LogVolume,Broker`` filters."""
@@ -213,15 +251,3 @@ async def watch(request: web.Request) -> web.StreamResponse:
                 data = json.dumps(change.as_json())
                 await response.write(f"event: change\ndata: {data}\n\n".encode())
     return response
-
-
-def add_routes(app: web.Application) -> None:
-    app.router.add_get("/api/v1/overview", get_overview)
-    app.router.add_get("/api/v1/logvolumes/{namespace}/{name}", get_volume)
-    app.router.add_get("/api/v1/reassignments", get_reassignments)
-    app.router.add_get("/api/v1/reassignments/{namespace}/{name}", get_reassignment)
-    app.router.add_get("/api/v1/rebalances", get_rebalances)
-    app.router.add_get("/api/v1/rebalances/{namespace}/{name}", get_rebalance)
-    app.router.add_post("/api/v1/{plural}/{namespace}/{name}/{action}", post_action)
-    app.router.add_get("/api/v1/whoami", whoami)
-    app.router.add_get("/api/v1/watch", watch)

@@ -49,8 +49,8 @@ def create_app(
         templates=templates,
     )
     app.middlewares.append(security_headers)
-    api.add_routes(app)
-    pages.add_routes(app)
+    app.add_routes(api.routes)
+    app.add_routes(pages.routes)
     static = Static.load(HERE / "static")
     app[STATIC] = static
     app.router.add_get("/static/{name}", static.serve)

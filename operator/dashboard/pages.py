@@ -12,12 +12,13 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from aiohttp import web
-from spindle.operator.dashboard import api, proposals
+from spindle.operator.dashboard import api
 from spindle.operator.dashboard.actions import ActionError
-from spindle.operator.dashboard.client import REASSIGNMENTS, REBALANCES
 from spindle.operator.dashboard.context import COOKIE, STATIC, dashboard, same_origin, session_of
 
 LIVE_OVERVIEW = "Broker,LogVolume"
+# Every page registers itself here; the app adds the table.
+routes = web.RouteTableDef()
 
 
 def render(
@@ -54,28 +55,14 @@ async def guard(request: web.Request) -> web.Response | None:
     raise web.HTTPSeeOther(f"/login?next={quote(request.path_qs)}")
 
 
+@routes.get("/")
 async def overview(request: web.Request) -> web.StreamResponse:
     await guard(request)
     data = api.overview_data(request)
     return render(request, "overview.html", live=LIVE_OVERVIEW, title="Cluster overview", **data)
 
 
-async def volume(request: web.Request) -> web.StreamResponse:
-    await guard(request)
-    data = await api.volume_data(request)
-    if data is None:
-        return render(
-            request, "error.html", status=404, title="Not found", message="No such LogVolume."
-        )
-    return render(
-        request,
-        "volume.html",
-        live="LogVolume,Reassignment",
-        title=f"Volume {data['name']}",
-        v=data,
-    )
-
-
+@routes.get("/reassignments")
 async def reassignments(request: web.Request) -> web.StreamResponse:
     await guard(request)
     return render(
@@ -88,32 +75,33 @@ async def reassignments(request: web.Request) -> web.StreamResponse:
     )
 
 
-async def reassignment(request: web.Request) -> web.StreamResponse:
-    await guard(request)
-    ns, name = request.match_info["namespace"], request.match_info["name"]
-    item = dashboard(request).store.get(REASSIGNMENTS, ns, name)
-    if item is None:
-        return render(
-            request, "error.html", status=404, title="Not found", message="No such Reassignment."
-        )
-    view = proposals.reassignment_view(item, now=api.utcnow())
-    return render(
-        request, "reassignment.html", live="Reassignment", title=f"Reassignment {name}", r=view
-    )
+# Each object's page: (its kind in api.DETAILS, page path prefix, template, the template's
+# name for the view, kinds whose changes refresh it live).
+DETAIL_PAGES = (
+    ("LogVolume", "volumes", "volume.html", "v", "LogVolume,Reassignment"),
+    ("Reassignment", "reassignments", "reassignment.html", "r", "Reassignment"),
+    ("Rebalance", "rebalances", "rebalance.html", "r", "Rebalance,Reassignment"),
+)
 
 
-async def rebalance(request: web.Request) -> web.StreamResponse:
-    await guard(request)
-    ns, name = request.match_info["namespace"], request.match_info["name"]
-    item = dashboard(request).store.get(REBALANCES, ns, name)
-    if item is None:
-        return render(
-            request, "error.html", status=404, title="Not found", message="No such Rebalance."
-        )
-    view = proposals.rebalance_view(item)
-    return render(
-        request, "rebalance.html", live="Rebalance,Reassignment", title=f"Rebalance {name}", r=view
-    )
+def _detail_page(detail: api.Detail, template: str, var: str, live: str) -> api.Handler:
+    async def page(request: web.Request) -> web.StreamResponse:
+        """One object's page, or 404 naming its kind."""
+        await guard(request)
+        data = await detail.data(request)
+        if data is None:
+            message = f"No such {detail.kind}."
+            return render(request, "error.html", status=404, title="Not found", message=message)
+        title = f"{detail.kind} {data['name']}"
+        values: dict[str, Any] = {var: data}
+        return render(request, template, live=live, title=title, **values)
+
+    return page
+
+
+for _kind, _prefix, _template, _var, _live in DETAIL_PAGES:
+    _page = _detail_page(api.DETAILS[_kind], _template, _var, _live)
+    routes.get(f"/{_prefix}/{{namespace}}/{{name}}")(_page)
 
 
 def _back(request: web.Request, form: dict[str, str]) -> str:
@@ -125,6 +113,7 @@ def _back(request: web.Request, form: dict[str, str]) -> str:
     return target if local and not parts.scheme and not parts.netloc else "/"
 
 
+@routes.post("/actions/{plural}/{namespace}/{name}/{action}")
 async def action(request: web.Request) -> web.StreamResponse:
     """An action form: on success back to the page with a message; on refusal an error page
     with the status (401, 403, 404, 409) and the reason."""
@@ -144,12 +133,14 @@ async def action(request: web.Request) -> web.StreamResponse:
     raise web.HTTPSeeOther(_back(request, form))
 
 
+@routes.get("/login")
 async def login_form(request: web.Request) -> web.StreamResponse:
     return render(
         request, "login.html", title="Log in", next=request.query.get("next", "/"), error=None
     )
 
 
+@routes.post("/login")
 async def login(request: web.Request) -> web.StreamResponse:
     """Check the pasted token with TokenReview; on success start a session (cookie)."""
     form = {k: str(v) for k, v in (await request.post()).items()}
@@ -189,21 +180,10 @@ async def login(request: web.Request) -> web.StreamResponse:
     raise response
 
 
+@routes.post("/logout")
 async def logout(request: web.Request) -> web.StreamResponse:
     if same_origin(request):
         dashboard(request).sessions.drop(request.cookies.get(COOKIE))
     response = web.HTTPSeeOther("/")
     response.del_cookie(COOKIE, path="/")
     raise response
-
-
-def add_routes(app: web.Application) -> None:
-    app.router.add_get("/", overview)
-    app.router.add_get("/volumes/{namespace}/{name}", volume)
-    app.router.add_get("/reassignments", reassignments)
-    app.router.add_get("/reassignments/{namespace}/{name}", reassignment)
-    app.router.add_get("/rebalances/{namespace}/{name}", rebalance)
-    app.router.add_post("/actions/{plural}/{namespace}/{name}/{action}", action)
-    app.router.add_get("/login", login_form)
-    app.router.add_post("/login", login)
-    app.router.add_post("/logout", logout)
