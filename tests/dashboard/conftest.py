@@ -1,161 +1,67 @@
 """Fixtures for the dashboard: a real operator serving it on the local control plane, the
 example cluster in a namespace of its own, ServiceAccount tokens, and one headless Chromium.
 
-The operator does not fill volume bytes or proposals yet (the volume and rebalance issues do),
-so the tests write those through the status subresource, as the operator will: that sets up
-the data the dashboard shows; the dashboard itself is the thing under test.
+The example cluster has no broker processes here (this control plane has no node), so the
+tests write volume bytes and proposals through the status subresource, as the operator does:
+that sets up the data the dashboard shows; the dashboard itself is the thing under test. The
+one proof that needs real data end to end (a real planner's proposal approved in the page
+becomes running Reassignments) uses the operator tests' ``world``: a real broker on tmpfs
+disks and an operator driving it, here also serving the dashboard.
+
+The operator process, namespaces, kubectl helpers and the world come from
+tests/operator/conftest.py (one copy for both folders).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-from controlplane import stop_process_group
+
+from ..operator.conftest import Cluster, OperatorProcess, temporary_namespace, wait_for
+from ..operator.conftest import etcd as etcd
+from ..operator.conftest import free_port as free_port
+from ..operator.conftest import spindle_crds as spindle_crds
+from ..operator.conftest import wait_for_fixture as wait_for_fixture
+from ..operator.conftest import world as world
 
 ROOT = Path(__file__).resolve().parents[2]
 # Screenshots the tests take (gitignored: /.run/); docs/dashboard.png is a committed copy.
 SHOTS = ROOT / ".run" / "dashboard-screenshots"
-CRD_NAMES = [
-    "brokers.spindle.io",
-    "logvolumes.spindle.io",
-    "reassignments.spindle.io",
-    "rebalances.spindle.io",
-]
 GI = 1024**3
-T = TypeVar("T")
-
-
-def wait_for(probe: Callable[[], T | None], *, what: str, timeout: float = 60.0) -> T:
-    """Poll until ``probe`` returns something truthy; a deadline, not a speed assertion."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.25)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def http_status(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as answer:
-            return int(answer.status)
-    except urllib.error.HTTPError as exc:
-        return int(exc.code)
-    except (urllib.error.URLError, OSError):
-        return 0
-
-
-class Namespace:
-    """kubectl in one namespace."""
-
-    def __init__(self, kube: Any, name: str) -> None:
-        self.kube = kube
-        self.name = name
-
-    def kubectl(self, *args: str, input: str | None = None) -> str:
-        result = self.kube.kubectl("-n", self.name, *args, input=input)
-        return str(result.stdout)
-
-    def get(self, kind: str, name: str) -> dict[str, Any]:
-        found: dict[str, Any] = json.loads(self.kubectl("get", kind, name, "-o", "json"))
-        return found
-
-    def items(self, kind: str) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = json.loads(self.kubectl("get", kind, "-o", "json"))["items"]
-        return items
-
-    def patch_status(self, kind: str, name: str, status: dict[str, Any]) -> None:
-        """Write status as the operator does (merge patch on the status subresource)."""
-        self.kubectl(
-            "patch",
-            kind,
-            name,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            json.dumps({"status": status}),
-        )
-
-    def token(self, service_account: str) -> str:
-        """A bound token from the TokenRequest API (``kubectl create token``)."""
-        return self.kubectl("create", "token", service_account, "--duration=1h").strip()
-
-
-@pytest.fixture(scope="session")
-def spindle_crds(kube: Any) -> Any:
-    kube.kubectl("apply", "-f", str(ROOT / "crds"))
-    kube.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{n}" for n in CRD_NAMES]
-    )
-    return kube
 
 
 @pytest.fixture(scope="module")
 def dashboard_url(spindle_crds: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``spindle-operator run --dashboard`` as a real subprocess serving the dash-* namespaces,
     reads open (the pages are viewable without a token; actions still need one)."""
-    workdir = tmp_path_factory.mktemp("dashboard-operator")
-    log_path = workdir / "operator.log"
-    port = free_port()
-    liveness = f"http://127.0.0.1:{free_port()}/healthz"
-    env = dict(spindle_crds.env, PYTHONUNBUFFERED="1")
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "spindle.operator",
-                "run",
-                "--namespace",
-                "dash-*",
-                "--liveness",
-                liveness,
-                "--dashboard",
-                f"127.0.0.1:{port}",
-                "--dashboard-read",
-                "open",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=workdir,
-            start_new_session=True,
-        )
-    url = f"http://127.0.0.1:{port}"
+    process = OperatorProcess(
+        spindle_crds,
+        tmp_path_factory.mktemp("dashboard-operator"),
+        "--namespace",
+        "dash-*",
+        dashboard=free_port(),
+    )
+    process.start()
     try:
-        deadline = time.monotonic() + 90
-        while http_status(liveness) != 200 or http_status(url + "/api/v1/overview") != 200:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"operator/dashboard did not start:\n{log_path.read_text()[-4000:]}")
-            time.sleep(0.25)
-        yield url
+        assert process.dashboard_url
+        yield process.dashboard_url
     finally:
-        stop_process_group(proc)
+        process.stop()
         if os.environ.get("SPINDLE_SHOW_OPERATOR_LOG"):
-            print(log_path.read_text()[-8000:])
+            print(process.log_tail(8000))
+
+
+@pytest.fixture(scope="module")
+def world_dashboard() -> bool:
+    """The world's operator (tests/operator/conftest.py) serves the dashboard here too."""
+    return True
 
 
 ACCESS = """
@@ -209,14 +115,12 @@ STATES = {"demo-2-data-2": "Cordoned"}
 
 
 @pytest.fixture(scope="module")
-def demo(dashboard_url: str, spindle_crds: Any) -> Iterator[Namespace]:
+def demo(dashboard_url: str, spindle_crds: Any) -> Iterator[Cluster]:
     """The README's example cluster (examples/) in a fresh dash-* namespace, its nine
     LogVolumes made by the operator, with bytes and replica counts written into their status."""
-    ns = Namespace(spindle_crds, f"dash-{uuid.uuid4().hex[:8]}")
-    spindle_crds.kubectl("create", "namespace", ns.name)
-    try:
+    with temporary_namespace(spindle_crds, "dash") as ns:
         ns.kubectl("apply", "-f", str(ROOT / "examples"))
-        ns.kubectl("apply", "-f", "-", input=ACCESS)
+        ns.apply(ACCESS)
 
         def settled() -> bool:
             volumes = ns.items("logvolumes")
@@ -234,8 +138,6 @@ def demo(dashboard_url: str, spindle_crds: Any) -> Iterator[Namespace]:
         for name, (used, replicas) in USAGE.items():
             ns.patch_status("logvolume", name, _volume_status(name, used, replicas))
         yield ns
-    finally:
-        spindle_crds.kubectl("delete", "namespace", ns.name, "--wait=false", check=False)
 
 
 @pytest.fixture(scope="session")
@@ -287,8 +189,3 @@ def usage() -> dict[str, tuple[float, int]]:
 def states() -> dict[str, str]:
     """The state written into each example LogVolume's status."""
     return {name: STATES.get(name, "Active") for name in USAGE}
-
-
-@pytest.fixture(name="wait_for", scope="session")
-def wait_for_fixture() -> Callable[..., Any]:
-    return wait_for

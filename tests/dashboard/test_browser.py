@@ -135,17 +135,17 @@ def test_overview_shows_the_example_cluster_with_usage_bars_per_volume(
     page = context(browser, dashboard_url).new_page()
     page.goto("/")
     page.wait_for_selector(
-        f'tr[data-volume="{demo.name}/demo-2-data-2"][data-used]:not([data-used=""])'
+        f'tr[data-volume="{demo.namespace}/demo-2-data-2"][data-used]:not([data-used=""])'
     )
     brokers = page.locator("article.broker")
     assert brokers.count() == 3
     for b, rack in enumerate(("rack-a", "rack-b", "rack-c")):
-        card = page.locator(f'article[data-broker="{demo.name}/demo-{b}"]')
+        card = page.locator(f'article[data-broker="{demo.namespace}/demo-{b}"]')
         assert f"rack {rack}" in card.locator(".meta").inner_text()
         assert card.locator("tr.volume").count() == 3
         for v in range(3):
             used, replicas = usage[f"demo-{b}-data-{v}"]
-            row = card.locator(f'tr[data-volume="{demo.name}/demo-{b}-data-{v}"]')
+            row = card.locator(f'tr[data-volume="{demo.namespace}/demo-{b}-data-{v}"]')
             state = states[f"demo-{b}-data-{v}"]
             assert row.get_attribute("data-state") == state
             assert float(row.get_attribute("data-used")) == pytest.approx(used, abs=1e-3)
@@ -165,7 +165,7 @@ def test_a_volume_going_offline_turns_its_bar_offline_without_a_reload(
     page.goto("/")
     page.wait_for_selector("#live-status:has-text('live')")
     page.evaluate("window.__noReload = 'still here'")
-    target = f'tr[data-volume="{demo.name}/demo-1-data-1"]'
+    target = f'tr[data-volume="{demo.namespace}/demo-1-data-1"]'
     assert page.locator(target).get_attribute("data-state") == "Active"
     demo.patch_status(
         "logvolume",
@@ -184,11 +184,11 @@ def test_a_volume_going_offline_turns_its_bar_offline_without_a_reload(
     row = page.locator(target)
     assert "state-Offline" in row.locator(".bar").get_attribute("class")
     assert row.locator(".badge").inner_text() == "Offline"
-    card = page.locator(f'article[data-broker="{demo.name}/demo-1"]')
+    card = page.locator(f'article[data-broker="{demo.namespace}/demo-1"]')
     assert card.locator(".online").inner_text() == "2/3"
     page.screenshot(path=str(shots / "overview-volume-offline.png"), full_page=True)
     page.locator(f"{target} a").click()
-    page.wait_for_url(f"**/volumes/{demo.name}/demo-1-data-1")
+    page.wait_for_url(f"**/volumes/{demo.namespace}/demo-1-data-1")
     assert "read-only file system" in page.locator("table.history").inner_text()
     page.screenshot(path=str(shots / "volume-offline.png"), full_page=True)
 
@@ -198,7 +198,7 @@ def test_approving_a_proposal_in_the_page_patches_the_rebalance_and_records_the_
 ) -> None:
     page = context(browser, dashboard_url).new_page()
     log_in(page, proposals.token("dash-operator-user"))
-    page.goto(f"/rebalances/{proposals.name}/demo-disks")
+    page.goto(f"/rebalances/{proposals.namespace}/demo-disks")
     moves = page.locator("table.moves tbody tr")
     assert moves.count() == 2
     first = moves.nth(0).locator("th, td").all_inner_texts()
@@ -210,7 +210,7 @@ def test_approving_a_proposal_in_the_page_patches_the_rebalance_and_records_the_
     page.wait_for_selector(".flash")
     rebalance = proposals.get("rebalance", "demo-disks")
     assert rebalance["spec"]["approve"] is True
-    user = f"system:serviceaccount:{proposals.name}:dash-operator-user"
+    user = f"system:serviceaccount:{proposals.namespace}:dash-operator-user"
     events = [
         e
         for e in proposals.items("events")
@@ -226,7 +226,7 @@ def test_an_unauthenticated_approve_is_refused_and_changes_nothing(
 ) -> None:
     before = proposals.get("rebalance", "demo-full")
     page = context(browser, dashboard_url).new_page()
-    page.goto(f"/rebalances/{proposals.name}/demo-full")
+    page.goto(f"/rebalances/{proposals.namespace}/demo-full")
     with page.expect_response(lambda r: "/approve" in r.url) as answer:
         page.get_by_role("button", name="Approve proposal").click()
     assert answer.value.status == 401
@@ -242,7 +242,7 @@ def test_an_unauthorised_approve_is_refused_recorded_and_changes_nothing(
     before = proposals.get("rebalance", "demo-full")
     page = context(browser, dashboard_url).new_page()
     log_in(page, proposals.token("dash-viewer"))
-    page.goto(f"/rebalances/{proposals.name}/demo-full")
+    page.goto(f"/rebalances/{proposals.namespace}/demo-full")
     with page.expect_response(lambda r: "/approve" in r.url) as answer:
         page.get_by_role("button", name="Approve proposal").click()
     assert answer.value.status == 403
@@ -250,7 +250,7 @@ def test_an_unauthorised_approve_is_refused_recorded_and_changes_nothing(
     after = proposals.get("rebalance", "demo-full")
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
     assert after["spec"].get("approve") is False
-    viewer = f"system:serviceaccount:{proposals.name}:dash-viewer"
+    viewer = f"system:serviceaccount:{proposals.namespace}:dash-viewer"
     refused = [
         e
         for e in proposals.items("events")
@@ -265,7 +265,7 @@ def test_a_session_post_without_its_csrf_token_is_refused(
     page = context(browser, dashboard_url).new_page()
     log_in(page, proposals.token("dash-operator-user"))
     answer = page.request.post(
-        f"/api/v1/rebalances/{proposals.name}/demo-full/approve", form={"next": "/"}
+        f"/api/v1/rebalances/{proposals.namespace}/demo-full/approve", form={"next": "/"}
     )
     assert answer.status == 403
     assert "CSRF" in answer.json()["error"]
@@ -277,10 +277,10 @@ def test_json_endpoints_serve_scripts_with_a_bearer_token(
 ) -> None:
     with urllib.request.urlopen(f"{dashboard_url}/api/v1/overview") as answer:
         overview = json.load(answer)
-    (cluster,) = [c for c in overview["clusters"] if c["namespace"] == proposals.name]
+    (cluster,) = [c for c in overview["clusters"] if c["namespace"] == proposals.namespace]
     assert [b["name"] for b in cluster["brokers"]] == ["demo-0", "demo-1", "demo-2"]
     assert cluster["balance"]["broker"]["met"] is not None
-    url = f"{dashboard_url}/api/v1/logvolumes/{proposals.name}/demo-2-data-1/cordon"
+    url = f"{dashboard_url}/api/v1/logvolumes/{proposals.namespace}/demo-2-data-1/cordon"
     token = proposals.token("dash-viewer")
     request = urllib.request.Request(
         url, method="POST", headers={"Authorization": f"Bearer {token}"}
@@ -315,7 +315,7 @@ def test_pages_have_no_serious_or_critical_accessibility_violations(
     page = context(browser, dashboard_url).new_page()
     found = {}
     for path in PAGES:
-        page.goto(path.format(ns=proposals.name))
+        page.goto(path.format(ns=proposals.namespace))
         page.evaluate(source)
         result = page.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
         serious = [
@@ -362,7 +362,7 @@ def test_the_reassignment_page_shows_progress_rate_and_each_partition(
         },
     )
     page = context(browser, dashboard_url).new_page()
-    page.goto(f"/reassignments/{demo.name}/orders-0-spread")
+    page.goto(f"/reassignments/{demo.namespace}/orders-0-spread")
     wait_for(
         lambda: "25.0%" in page.locator("dl.details").inner_text(),
         what="the progress to show",
@@ -375,7 +375,7 @@ def test_the_reassignment_page_shows_progress_rate_and_each_partition(
     assert rate.inner_text().endswith("/s")  # a rate while Moving, not "—"
     assert "/var/lib/spindle/data-1" in rows[0]
     log_in(page, demo.token("dash-operator-user"))
-    page.goto(f"/reassignments/{demo.name}/orders-0-spread")
+    page.goto(f"/reassignments/{demo.namespace}/orders-0-spread")
     page.get_by_role("button", name="Cancel (roll back)").click()
     page.wait_for_selector(".flash")
     assert demo.get("reassignment", "orders-0-spread")["spec"]["cancel"] is True

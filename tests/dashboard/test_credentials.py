@@ -95,9 +95,9 @@ def test_with_a_real_service_account_token_the_dashboard_lists_as_that_account(
         finally:
             await client.close()
 
-    assert len(asyncio.run(run(demo.name))) == 9
+    assert len(asyncio.run(run(demo.namespace))) == 9
     # The account may read its own namespace only: the API server saw who it is.
     with pytest.raises(ApiError) as denied:
         asyncio.run(run("default"))
     assert denied.value.status == 403
-    assert f"system:serviceaccount:{demo.name}:dash-operator-user" in str(denied.value)
+    assert f"system:serviceaccount:{demo.namespace}:dash-operator-user" in str(denied.value)

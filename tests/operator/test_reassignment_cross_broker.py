@@ -23,8 +23,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, Ne
 
 from ..broker.conftest import Broker, Etcd, make_broker
 from ..broker.conftest import etcd as etcd
-from .conftest import temporary_namespace
-from .test_reassignment_executes import CLUSTER, Operator
+from .conftest import CLUSTER, OperatorProcess, temporary_namespace
 
 pytestmark = pytest.mark.slow
 
@@ -65,7 +64,9 @@ def pair(
             producer.send(TOPIC, f"{seq}".encode().ljust(1000, b"y"), partition=0)
         producer.flush()
         producer.close()
-        operator = Operator(spindle_crds, Path(base), servers)
+        operator = OperatorProcess(
+            spindle_crds, Path(base), "--namespace", "ra-*", "--bootstrap", f"{CLUSTER}={servers}"
+        )
         operator.start()
         stack.callback(operator.stop)
         ns = stack.enter_context(temporary_namespace(spindle_crds, "ra"))

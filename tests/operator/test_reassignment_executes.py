@@ -20,22 +20,23 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager, suppress
-from pathlib import Path
-from typing import Any
+from contextlib import suppress
 
 import pytest
-import spindle.broker.protocol.apis  # noqa: F401  (kafka-python's schemas, warnings silenced)
-from controlplane import stop_process_group
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError
 
-from ..broker.conftest import Broker, Etcd, make_broker
-from ..broker.conftest import etcd as etcd
+from .conftest import (
+    CANARY,
+    CLUSTER,
+    PARTITIONS,
+    RECORD_BYTES,
+    RECORDS,
+    SKEWED,
+    TOPIC,
+    World,
+    record,
+)
 
 pytestmark = [
     pytest.mark.slow,
@@ -43,200 +44,7 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs per log dir: needs root"),
 ]
 
-CLUSTER = "loop"
-TOPIC, CANARY = "moves", "canary"
-PARTITIONS, RECORDS, RECORD_BYTES = 3, 2000, 1000  # 2 MB per partition
-DIR_THROTTLE = "replica.alter.log.dirs.io.max.bytes.per.second"
 FINALIZER = "spindle.io/rollback-on-delete"
-
-
-@contextmanager
-def _tmpfs(path: Path, size: str) -> Iterator[str]:
-    path.mkdir(parents=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True)
-    try:
-        yield str(path)
-    finally:
-        subprocess.run(["mount", "-o", "remount,rw", str(path)], check=False)
-        if subprocess.run(["umount", str(path)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(path)], check=False)
-
-
-class Operator:
-    """``spindle-operator run`` as a process that a test can SIGKILL and start again."""
-
-    def __init__(self, kube: Any, workdir: Path, bootstrap: str) -> None:
-        self.kube, self.workdir, self.bootstrap = kube, workdir, bootstrap
-        self.log = workdir / "operator.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        env = {**self.kube.env, "PYTHONUNBUFFERED": "1"}
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "spindle.operator", "run", "--namespace", "ra-*",
-                 "--bootstrap", f"{CLUSTER}={self.bootstrap}"],
-                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.workdir,
-                start_new_session=True,
-            )  # fmt: skip
-
-    def kill(self) -> None:
-        """SIGKILL the whole process group: no cleanup handlers run."""
-        assert self.proc is not None
-        with suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, 9)
-        self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            stop_process_group(self.proc)
-
-
-class World:
-    def __init__(self, broker: Broker, dirs: list[str], operator: Operator, ns: Any) -> None:
-        self.broker, self.dirs, self.operator, self.ns = broker, dirs, operator, ns
-        self.admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
-
-    def placement(self, topic: str = TOPIC) -> dict[int, str]:
-        """partition -> the directory holding its current (not future) replica."""
-        out = {}
-        for d in self.admin.describe_log_dirs(brokers=[self.broker.node_id])[0]["log_dirs"]:
-            for t in d.get("topics") or ():
-                for p in t["partitions"]:
-                    if t["name"] == topic and not p["is_future_key"]:
-                        out[int(p["partition_index"])] = d["log_dir"]
-        return out
-
-    def futures(self) -> int:
-        return sum(
-            1
-            for d in self.admin.describe_log_dirs(brokers=[self.broker.node_id])[0]["log_dirs"]
-            for t in d.get("topics") or ()
-            for p in t["partitions"]
-            if p["is_future_key"]
-        )
-
-    def dir_throttle(self) -> str | None:
-        res = ConfigResource(ConfigResourceType.BROKER, str(self.broker.node_id))
-        configs = self.admin.describe_configs([res])["broker"][str(self.broker.node_id)]
-        entry = configs.get(DIR_THROTTLE)
-        return None if entry is None else str(entry["value"])
-
-    def apply(self, name: str, moves: dict[int, str], **spec: Any) -> None:
-        partitions = [
-            {"topic": TOPIC, "partition": p, "replicas": [1], "logDirs": [d]}
-            for p, d in moves.items()
-        ]
-        self.create(name, partitions, **spec)
-
-    def create(self, name: str, partitions: list[dict[str, Any]], **spec: Any) -> None:
-        body = {
-            "apiVersion": "spindle.io/v1alpha1",
-            "kind": "Reassignment",
-            "metadata": {"name": name},
-            "spec": {"cluster": CLUSTER, "partitions": partitions, **spec},
-        }
-        self.ns.apply(json.dumps(body))
-
-    def status(self, name: str) -> dict[str, Any]:
-        body = self.ns.get("reassignment", name) or {}
-        status: dict[str, Any] = body.get("status") or {}
-        return status
-
-    def wait(self, what: str, probe: Callable[[], Any], timeout: float = 120) -> Any:
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            last = probe()
-            if last:
-                return last
-            time.sleep(0.2)
-        tail = self.operator.log.read_text(errors="replace")[-3000:]
-        statuses = {n: self.status(n) for n in self.ns.names("reassignments")}
-        pytest.fail(
-            f"timed out waiting for {what}; last {last!r}\nstatuses: {statuses}\n"
-            f"operator log:\n{tail}"
-        )
-
-    def wait_phase(self, name: str, *phases: str, timeout: float = 120) -> dict[str, Any]:
-        status: dict[str, Any] = self.wait(
-            f"{name} in {phases}",
-            lambda: (s := self.status(name)).get("phase") in phases and s,
-            timeout,
-        )
-        return status
-
-    def wait_moving(self, name: str, *, partial: bool = False) -> dict[str, Any]:
-        """Until a copy is under way (a future replica exists); with ``partial``, also until
-        some but not all bytes count as copied. Spindle's DescribeLogDirs reports a future
-        replica's size only when its copy is complete, so ``bytesDone`` grows partition by
-        partition, not within one."""
-
-        def probe() -> dict[str, Any] | None:
-            s = self.status(name)
-            if s.get("phase") != "Moving" or not self.futures():
-                return None
-            if partial and not 0 < int(s.get("bytesDone") or 0) < int(s.get("bytesTotal") or 0):
-                return None
-            return s
-
-        status: dict[str, Any] = self.wait(f"{name} mid-move", probe)
-        return status
-
-    def elsewhere(self, partitions: list[int]) -> dict[int, str]:
-        """Each partition's next directory among the first three (the fourth fails later)."""
-        where = self.placement()
-        return {p: self.dirs[(self.dirs.index(where[p]) + 1) % 3] for p in partitions}
-
-
-def _produce(bootstrap: str) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", batch_size=256 * 1024)
-    for p in range(PARTITIONS):
-        for seq in range(RECORDS):
-            producer.send(TOPIC, _value(p, seq), partition=p)
-    producer.flush()
-    producer.close()
-
-
-def _value(partition: int, seq: int) -> bytes:
-    return f"{partition}:{seq}:".encode().ljust(RECORD_BYTES, b"x")
-
-
-@pytest.fixture(scope="module")
-def world(
-    spindle_crds: Any, etcd: Etcd, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[World]:
-    base = tmp_path_factory.mktemp("reassign")
-    with ExitStack() as stack:
-        dirs = [stack.enter_context(_tmpfs(base / f"disk{i}", "24m")) for i in range(4)]
-        # One mover thread: partitions are copied one after another, so progress is seen
-        # partition by partition (see World.wait_moving).
-        extra = {"file.delete.delay.ms": "0", "num.replica.alter.log.dirs.threads": "1"}
-        broker = make_broker(base / "broker", etcd, log_dirs=dirs, extra=extra)
-        broker.start()
-        stack.callback(broker.stop)
-        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
-        # One canary partition per directory first (fewest-logs placement), so that the
-        # fourth directory can be failed for real later by writing to its canary.
-        admin.create_topics([NewTopic(CANARY, num_partitions=4, replication_factor=1)])
-        admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)])
-        admin.close()
-        _produce(broker.bootstrap)
-        operator = Operator(spindle_crds, base, broker.bootstrap)
-        operator.start()
-        stack.callback(operator.stop)
-        ns = stack.enter_context(_namespace(spindle_crds))
-        w = World(broker, dirs, operator, ns)
-        stack.callback(w.admin.close)
-        yield w
-
-
-@contextmanager
-def _namespace(kube: Any) -> Iterator[Any]:
-    from .conftest import temporary_namespace
-
-    with temporary_namespace(kube, "ra") as ns:
-        yield ns
 
 
 def _fail_fourth_dir(w: World) -> str:
@@ -309,7 +117,7 @@ def test_moves_run_throttled_with_progress_and_complete_with_every_record(world:
             break
     consumer.close()
     for p in range(PARTITIONS):
-        assert got[p] == [_value(p, s) for s in range(RECORDS)], f"partition {p}"
+        assert got[p] == [record(p, s) for s in range(RECORDS)], f"partition {p}"
 
 
 def test_cancel_mid_move_restores_the_original_directories(world: World) -> None:
@@ -355,72 +163,21 @@ def test_an_operator_killed_mid_move_resumes_without_starting_anything_twice(wor
     assert w.dir_throttle() is None
 
 
-def _run_planner_job(w: World, name: str) -> subprocess.CompletedProcess[str]:
-    """Run the planner Job's own command (no node in this control plane, so its Pod cannot
-    start here; the same program and arguments run beside it, against the same broker and API
-    server, and write the same ConfigMap)."""
-    job = w.wait(f"Job {name}", lambda: w.ns.get("job", name))
-    command = job["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert command[:4] == ["python3", "-P", "-m", "spindle.operator.workloads.plan_job"]
-    env = {**w.operator.kube.env, "PYTHONUNBUFFERED": "1"}
-    return subprocess.run(
-        [sys.executable, *command[1:]], env=env, cwd=w.operator.workdir,
-        capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
-
-
-SKEWED, SKEWED_PARTITIONS, SKEWED_RECORDS = "skewed", 8, 500  # 0.5 MB per partition
-
-
-def _made_by(w: World, rebalance: str) -> set[str]:
-    """Reassignments a Rebalance created (they carry its label)."""
-    out = w.ns.kubectl(
-        "get", "reassignments", "-l", f"spindle.io/rebalance={rebalance}", "-o", "json"
-    )
-    return {item["metadata"]["name"] for item in json.loads(out.stdout)["items"]}
-
-
 def test_rebalance_plans_proposes_and_executes_once_approved(world: World) -> None:
     w = world
-    hot = w.dirs[0]
-    # Eight half-megabyte partitions, all moved onto one directory: four disks can hold two
-    # each, inside the planner's balance band.
-    w.admin.create_topics(
-        [NewTopic(SKEWED, num_partitions=SKEWED_PARTITIONS, replication_factor=1)]
-    )
-    producer = KafkaProducer(bootstrap_servers=w.broker.bootstrap, acks="all")
-    for p in range(SKEWED_PARTITIONS):
-        for seq in range(SKEWED_RECORDS):
-            producer.send(SKEWED, _value(p, seq), partition=p)
-    producer.flush()
-    producer.close()
-    w.create("skew", [
-        {"topic": SKEWED, "partition": p, "replicas": [1], "logDirs": [hot]}
-        for p in range(SKEWED_PARTITIONS)
-    ])  # fmt: skip
-    assert w.wait_phase("skew", "Completed", "Failed")["phase"] == "Completed"
+    hot = w.skew("skew")
     w.ns.apply(json.dumps({
         "apiVersion": "spindle.io/v1alpha1", "kind": "Rebalance", "metadata": {"name": "rb"},
         "spec": {"cluster": CLUSTER, "mode": "intra-broker", "maxConcurrentMoves": 3,
                  "planner": {"mode": "Job"}},
     }))  # fmt: skip
-    w.wait(
-        "rb planning",
-        lambda: (w.ns.get("rebalance", "rb") or {}).get("status", {}).get("phase") == "Planning",
-    )
+    w.wait_phase("rb", "Planning", kind="rebalance")
     assert w.ns.get("serviceaccount", "spindle-planner") is not None
     binding = w.ns.get("rolebinding", "spindle-planner")
     assert binding["roleRef"]["name"] == "spindle-planner"
-    done = _run_planner_job(w, "rb-plan")
+    done = w.run_planner_job("rb-plan")
     assert done.returncode == 0, done.stderr[-3000:]
-    status = w.wait(
-        "rb proposal",
-        lambda: (
-            (s := (w.ns.get("rebalance", "rb") or {}).get("status") or {}).get("phase")
-            == "ProposalReady"
-            and s
-        ),
-    )
+    status = w.wait_phase("rb", "ProposalReady", kind="rebalance")
     proposal = status["proposal"]
     assert proposal["mode"] == "intra-broker"
     assert proposal["planner"] in {"greedy", "exact"}
@@ -447,22 +204,14 @@ def test_rebalance_plans_proposes_and_executes_once_approved(world: World) -> No
     assert skewed
     assert all(m["sourceDir"] == hot and m["destinationDir"] != hot for m in skewed)
     assert all(m["sourceBroker"] == m["destinationBroker"] == 1 for m in moves)
-    assert not _made_by(w, "rb")  # nothing runs before approval
+    assert not w.made_by("rb")  # nothing runs before approval
 
     # What the dashboard's Approve button does: patch spec.approve.
     w.ns.kubectl("patch", "rebalance", "rb", "--type=merge", "-p", '{"spec":{"approve":true}}')
-    final = w.wait(
-        "rb completed",
-        lambda: (
-            (s := (w.ns.get("rebalance", "rb") or {}).get("status") or {}).get("phase")
-            in {"Completed", "Failed"}
-            and s
-        ),
-        timeout=300,
-    )
+    final = w.wait_phase("rb", "Completed", "Failed", kind="rebalance", timeout=300)
     assert final["phase"] == "Completed", final
     assert final["batches"] == -(-len(moves) // 3)  # maxConcurrentMoves: 3 partitions a batch
-    created = sorted(_made_by(w, "rb"))
+    created = sorted(w.made_by("rb"))
     assert created == [f"rb-{i}" for i in range(1, final["batches"] + 1)]
     for name in created:
         r = w.ns.get("reassignment", name)
@@ -478,16 +227,9 @@ def test_a_rebalance_no_placement_can_satisfy_fails_with_the_planners_reason(wor
         "apiVersion": "spindle.io/v1alpha1", "kind": "Rebalance", "metadata": {"name": "nowhere"},
         "spec": {"cluster": CLUSTER, "mode": "remove-brokers", "brokers": [1]},
     }))  # fmt: skip
-    done = _run_planner_job(w, "nowhere-plan")
+    done = w.run_planner_job("nowhere-plan")
     assert done.returncode == 2, done.stderr[-3000:]
-    status = w.wait(
-        "nowhere failed",
-        lambda: (
-            (s := (w.ns.get("rebalance", "nowhere") or {}).get("status") or {}).get("phase")
-            == "Failed"
-            and s
-        ),
-    )
+    status = w.wait_phase("nowhere", "Failed", kind="rebalance")
     [cond] = [c for c in status["conditions"] if c["type"] == "Progressing"]
     assert cond["reason"] == "PlanRefused"
     assert cond["message"].startswith("plan refused (remove-brokers)"), cond["message"]
@@ -498,34 +240,21 @@ def test_stopping_an_auto_approved_rebalance_mid_move_rolls_its_reassignment_bac
     world: World,
 ) -> None:
     w = world
-    hot = w.dirs[0]
-    w.create("reskew", [
-        {"topic": SKEWED, "partition": p, "replicas": [1], "logDirs": [hot]}
-        for p in range(SKEWED_PARTITIONS)
-    ])  # fmt: skip
-    assert w.wait_phase("reskew", "Completed", "Failed")["phase"] == "Completed"
+    w.skew("reskew")
     before = w.placement(SKEWED)
     w.ns.apply(json.dumps({
         "apiVersion": "spindle.io/v1alpha1", "kind": "Rebalance", "metadata": {"name": "halt"},
         "spec": {"cluster": CLUSTER, "mode": "intra-broker", "autoApprove": True,
                  "maxConcurrentMoves": 3, "throttle": {"intraBrokerBytesPerSecond": 100 * 1024}},
     }))  # fmt: skip
-    done = _run_planner_job(w, "halt-plan")
+    done = w.run_planner_job("halt-plan")
     assert done.returncode == 0, done.stderr[-3000:]
     w.wait_moving("halt-1")  # auto-approved: executing without anyone approving
     w.ns.kubectl("patch", "rebalance", "halt", "--type=merge", "-p", '{"spec":{"stop":true}}')
-    final = w.wait(
-        "halt stopped",
-        lambda: (
-            (s := (w.ns.get("rebalance", "halt") or {}).get("status") or {}).get("phase")
-            in {"Stopped", "Completed", "Failed"}
-            and s
-        ),
-        timeout=180,
-    )
+    final = w.wait_phase("halt", "Stopped", "Completed", "Failed", kind="rebalance", timeout=180)
     assert final["phase"] == "Stopped", final
     assert w.status("halt-1")["phase"] == "Cancelled"
-    assert _made_by(w, "halt") == {"halt-1"}  # no batch started after the stop
+    assert w.made_by("halt") == {"halt-1"}  # no batch started after the stop
     assert w.placement(SKEWED) == before
     assert w.futures() == 0
     assert w.dir_throttle() is None
