@@ -15,6 +15,11 @@ from typing import Protocol
 
 from spindle.broker.common.errors import ErrorCode, KafkaError
 from spindle.broker.common.ids import TopicPartition
+from spindle.broker.common.throttled_replicas import (
+    FOLLOWER_REPLICAS,
+    LEADER_REPLICAS,
+    parse_throttled_replicas,
+)
 
 from .model import (
     BrokerRegistration,
@@ -110,7 +115,18 @@ def apply_config_changes(
             out[c.name] = ",".join(items)
         else:
             raise KafkaError(f"unknown config operation {c.op}", ErrorCode.INVALID_REQUEST)
+        _check_list(c.name, out.get(c.name))
     return out
+
+
+def _check_list(name: str, value: str | None) -> None:
+    """The throttled-replica lists must parse (Kafka's ThrottledReplicaListValidator)."""
+    if value is None or name not in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
+        return
+    try:
+        parse_throttled_replicas(value)
+    except ValueError as exc:
+        raise KafkaError(f"invalid {name}: {exc}", ErrorCode.INVALID_CONFIG) from None
 
 
 def _is_long(value: str) -> bool:
@@ -215,6 +231,8 @@ class SingleBrokerController:
         unknown = sorted(set(configs) - TOPIC_CONFIGS)
         if unknown:
             raise KafkaError(f"unknown topic config {unknown[0]!r}", ErrorCode.INVALID_CONFIG)
+        for key, value in configs.items():
+            _check_list(key, value)
         if assignments:
             num_partitions = len(assignments)
         parts = self._plan(0, num_partitions, replication_factor, assignments or None)

@@ -8,10 +8,13 @@ end (not only up to the high watermark) and records this fetch as the follower's
 high watermark is ``min(leader's high watermark, local log end)``. The leader's long poll
 (``max_wait_ms``) makes an idle follower cost one request per wait, and a produce wakes it.
 
+Replication throttles (:mod:`.quota`) pace the rounds: while the follower quota is exceeded,
+throttled partitions outside the ISR are left out of the request, and the round's long poll
+ends when they may fetch again.
+
 Not here yet (issue #9): truncation by leader epoch (OffsetsForLeaderEpoch, KIP-101/279) --
 a follower that becomes one truncates to its high watermark instead (the seed's rule), which
-can still drop committed records in rare double-failure sequences that KIP-101 fixes -- and
-replication throttles.
+can still drop committed records in rare double-failure sequences that KIP-101 fixes.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import struct
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from spindle.broker.common.errors import ErrorCode, KafkaError
 from spindle.broker.common.ids import TopicPartition
@@ -59,6 +62,32 @@ class FetchSettings:
     max_bytes: int = 10 << 20
     partition_max_bytes: int = 1 << 20
     backoff_s: float = 0.5
+
+
+class FetchPacer(Protocol):
+    """Replication throttles on the follower side (:class:`.replica_manager.FollowerPacer`):
+    partitions held out of a fetch round while the follower quota is exceeded."""
+
+    def hold(self, tp: TopicPartition) -> bool: ...
+    def fetched(self, tp: TopicPartition, nbytes: int, sent_at: float) -> None: ...
+    def delay(self) -> float: ...
+    def now(self) -> float: ...
+
+
+class Unthrottled:
+    """No replication throttle."""
+
+    def hold(self, tp: TopicPartition) -> bool:
+        return False
+
+    def fetched(self, tp: TopicPartition, nbytes: int, sent_at: float) -> None:
+        return None
+
+    def delay(self) -> float:
+        return 0.0
+
+    def now(self) -> float:
+        return 0.0
 
 
 class LeaderConnection:
@@ -108,12 +137,14 @@ class ReplicaFetcher:
         endpoint: Callable[[int], tuple[str, int] | None],
         logs: LogManager,
         settings: FetchSettings,
+        pacer: FetchPacer | None = None,
     ) -> None:
         self.node_id = node_id
         self.leader_id = leader_id
         self._endpoint = endpoint
         self._logs = logs
         self._settings = settings
+        self._pacer: FetchPacer = pacer or Unthrottled()
         self.partitions: set[TopicPartition] = set()
         self._changed = asyncio.Event()
         self.fetched_bytes = 0
@@ -122,7 +153,7 @@ class ReplicaFetcher:
         self.partitions = set(partitions)
         self._changed.set()
 
-    def _request(self, tps: list[TopicPartition]) -> Any:
+    def _request(self, tps: list[TopicPartition], max_wait_ms: int | None = None) -> Any:
         s = self._settings
         by_topic: dict[str, list[Any]] = {}
         for tp in tps:
@@ -141,7 +172,7 @@ class ReplicaFetcher:
             )
         return FetchRequest[FETCH_VERSION](
             replica_id=self.node_id,
-            max_wait_ms=s.max_wait_ms,
+            max_wait_ms=s.max_wait_ms if max_wait_ms is None else max_wait_ms,
             min_bytes=s.min_bytes,
             max_bytes=s.max_bytes,
             isolation_level=0,
@@ -154,7 +185,7 @@ class ReplicaFetcher:
             ],
         )
 
-    def _apply(self, response: Any) -> None:
+    def _apply(self, response: Any, sent_at: float = 0.0) -> None:
         for t in response.responses:
             for p in t.partitions:
                 tp = TopicPartition(t.topic, p.partition_index)
@@ -170,6 +201,7 @@ class ReplicaFetcher:
                 if records:
                     replica.append(records, assign_offsets=False)
                     self.fetched_bytes += len(records)
+                    self._pacer.fetched(tp, len(records), sent_at)
                 replica.high_watermark = min(p.high_watermark, replica.log_end_offset)
 
     async def run(self) -> None:
@@ -183,6 +215,17 @@ class ReplicaFetcher:
                     self._changed.clear()
                     await self._changed.wait()
                     continue
+                # Replication throttle: throttled partitions sit out while the quota is
+                # exceeded, and the long poll ends when they may fetch again.
+                max_wait_ms = None
+                held = [tp for tp in tps if self._pacer.hold(tp)]
+                if held:
+                    tps = [tp for tp in tps if tp not in held]
+                    wait_s = self._pacer.delay()
+                    max_wait_ms = min(s.max_wait_ms, max(1, int(wait_s * 1000) + 1))
+                    if not tps:
+                        await asyncio.sleep(wait_s)
+                        continue
                 where = self._endpoint(self.leader_id)
                 if where is None:
                     await asyncio.sleep(s.backoff_s)
@@ -192,10 +235,11 @@ class ReplicaFetcher:
                         await connection.close()
                     connection = LeaderConnection(*where, client_id=f"replica-{self.node_id}")
                 try:
+                    sent_at = self._pacer.now()
                     response = await connection.call(
-                        self._request(tps), FetchResponse, timeout_s=timeout_s
+                        self._request(tps, max_wait_ms), FetchResponse, timeout_s=timeout_s
                     )
-                    self._apply(response)
+                    self._apply(response, sent_at)
                 except (OSError, TimeoutError, asyncio.IncompleteReadError, KafkaError) as exc:
                     log.info("fetch from leader %d failed: %s", self.leader_id, exc)
                     await connection.close()
@@ -215,11 +259,13 @@ class FetcherManager:
         endpoint: Callable[[int], tuple[str, int] | None],
         logs: LogManager,
         settings: FetchSettings | None = None,
+        pacer: FetchPacer | None = None,
     ) -> None:
         self.node_id = node_id
         self._endpoint = endpoint
         self._logs = logs
         self._settings = settings or FetchSettings()
+        self._pacer = pacer
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
 
@@ -241,6 +287,7 @@ class FetcherManager:
                     endpoint=self._endpoint,
                     logs=self._logs,
                     settings=self._settings,
+                    pacer=self._pacer,
                 )
                 self.fetchers[leader] = fetcher
                 self._tasks[leader] = asyncio.create_task(fetcher.run())

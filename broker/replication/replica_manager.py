@@ -34,6 +34,7 @@ from spindle.broker.storage import Log, LogManager
 from .fetcher import FetcherManager
 from .metadata import DirectoryAssigner, MetadataView, PartitionView, TopicView
 from .producer_state import ProducerStateTable
+from .quota import ReplicationThrottles
 from .roles import IsrWriter, PartitionRoles
 
 log = logging.getLogger(__name__)
@@ -82,15 +83,20 @@ class ReplicaManager:
         self.static_configs = dict(static_configs)
         self.producers = ProducerStateTable()
         self.appends = AppendNotifier()
+        clock = clock or SystemClock()
+        self.throttles = ReplicationThrottles(node_id=node_id, clock=clock)
         self.fetchers = FetcherManager(
-            node_id=node_id, endpoint=endpoints or (lambda _b: None), logs=logs
+            node_id=node_id,
+            endpoint=endpoints or (lambda _b: None),
+            logs=logs,
+            pacer=FollowerPacer(self),
         )
         self.roles = PartitionRoles(
             node_id=node_id,
             logs=logs,
             fetchers=self.fetchers,
             isr_writer=isr_writer,
-            clock=clock or SystemClock(),
+            clock=clock,
             lag_max_s=replica_lag_time_max_ms / 1000,
             on_become_leader=self._rebuild_producer_state,
         )
@@ -275,8 +281,7 @@ class ReplicaManager:
         part = topic.partitions.get(tp.partition) if topic else None
         if topic is None or part is None:
             return None
-        configs = getattr(topic, "configs", {})
-        raw = configs.get("min.insync.replicas") or self.static_configs.get(
+        raw = topic.configs.get("min.insync.replicas") or self.static_configs.get(
             "min.insync.replicas", "1"
         )
         if len(part.isr) < int(raw):
@@ -335,25 +340,68 @@ class ReplicaManager:
             raise KafkaError(f"{tp} is not hosted here", ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return found
 
+    # --- replication throttles (leader side; the follower's is FollowerPacer) --------------
+
+    def _part(self, tp: TopicPartition) -> tuple[TopicView, PartitionView] | None:
+        topic = self.metadata.topics.get(tp.topic)
+        part = topic.partitions.get(tp.partition) if topic is not None else None
+        return None if topic is None or part is None else (topic, part)
+
+    def leader_holds_back(self, tp: TopicPartition, replica_id: int) -> bool:
+        """Kafka's ``shouldLeaderThrottle``: leave ``tp``'s data out of this follower fetch
+        because the leader quota is exceeded, ``tp`` is throttled here and the follower is
+        not in the ISR (an in-sync follower is never held back)."""
+        quota = self.throttles.leader
+        if quota.unlimited or not quota.is_exceeded():
+            return False
+        found = self._part(tp)
+        if found is None:
+            return False
+        topic, part = found
+        return replica_id not in part.isr and self.throttles.leader_throttled(
+            topic.configs, tp.partition
+        )
+
+    def leader_sent(self, tp: TopicPartition, nbytes: int) -> None:
+        """Count bytes returned to a follower for ``tp`` if ``tp`` is throttled here."""
+        found = self._part(tp)
+        if (
+            found is not None
+            and nbytes > 0
+            and self.throttles.leader_throttled(found[0].configs, tp.partition)
+        ):
+            self.throttles.leader.record(nbytes)
+
+    def leader_throttle_delay(self) -> float:
+        """Seconds until the leader quota lets held-back data out again."""
+        return self.throttles.leader.delay()
+
     def appended(self) -> None:
         """Wake fetches waiting for data (after a request appended to any partition)."""
         self.appends.notify()
 
     # --- dynamic configs -------------------------------------------------------------------
 
-    def apply_dynamic_broker_configs(self) -> None:
-        """Push the effective dynamic configs (own > cluster default > static) into storage."""
+    def effective_broker_configs(self) -> dict[str, str]:
+        """Static configs overlaid by the cluster-wide dynamic default, then this broker's own
+        dynamic configs (Kafka's precedence)."""
         store = self.metadata.broker_configs
-        value = store.get(str(self.node_id), {}).get(THROTTLE_KEY) or store.get("", {}).get(
-            THROTTLE_KEY
-        )
-        if value is None:
-            value = self.static_configs.get(THROTTLE_KEY, str(UNLIMITED))
-        self.logs.set_alter_log_dirs_throttle(int(value))
+        return {**self.static_configs, **store.get("", {}), **store.get(str(self.node_id), {})}
+
+    def apply_dynamic_broker_configs(self) -> None:
+        """Push the effective dynamic configs into storage (the mover's throttle, cordoned
+        directories) and into the replication throttles' rates. Called at start-up and on
+        every config change in the metadata, so a change made through any broker applies
+        here at once."""
+        effective = self.effective_broker_configs()
+        self.logs.set_alter_log_dirs_throttle(int(effective.get(THROTTLE_KEY, str(UNLIMITED))))
+        # KIP-1066: cordoned.log.dirs is per broker (directory paths), never cluster-wide.
+        store = self.metadata.broker_configs
         cordoned = store.get(str(self.node_id), {}).get(CORDONED_KEY)
         if cordoned is None:
             cordoned = self.static_configs.get(CORDONED_KEY, "")
         self.logs.set_cordoned([p for p in cordoned.split(",") if p.strip()])
+        self.throttles.set_rates(effective)
 
     # --- following the metadata ------------------------------------------------------------
 
@@ -443,3 +491,42 @@ class ReplicaManager:
                 ):
                     out.append(TopicPartition(topic.name, part.partition))
         return out
+
+
+class FollowerPacer:
+    """The follower side of the replication throttles (Kafka's ``shouldFollowerThrottle``):
+    which followed partitions sit out a fetch round, and counting what was fetched."""
+
+    def __init__(self, replicas: ReplicaManager) -> None:
+        self._replicas = replicas
+
+    def _throttled(self, tp: TopicPartition) -> tuple[bool, bool]:
+        """(throttled here, this broker in the ISR) for a followed partition."""
+        found = self._replicas._part(tp)
+        if found is None:
+            return False, True
+        topic, part = found
+        throttles = self._replicas.throttles
+        return (
+            throttles.follower_throttled(topic.configs, tp.partition),
+            throttles.node_id in part.isr,
+        )
+
+    def hold(self, tp: TopicPartition) -> bool:
+        """Leave ``tp`` out of the next fetch: quota exceeded, throttled, not in the ISR."""
+        quota = self._replicas.throttles.follower
+        if quota.unlimited or not quota.is_exceeded():
+            return False
+        throttled, in_sync = self._throttled(tp)
+        return throttled and not in_sync
+
+    def fetched(self, tp: TopicPartition, nbytes: int, sent_at: float) -> None:
+        """Count fetched bytes of a throttled partition, admitted when the fetch was sent."""
+        if nbytes > 0 and self._throttled(tp)[0]:
+            self._replicas.throttles.follower.record(nbytes, at=sent_at)
+
+    def delay(self) -> float:
+        return self._replicas.throttles.follower.delay()
+
+    def now(self) -> float:
+        return self._replicas.throttles.follower.now()

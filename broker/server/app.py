@@ -279,8 +279,13 @@ class BrokerServer:
         return reg.host, reg.port
 
     async def _on_metadata(self, delta: MetadataDelta) -> None:
-        """The watch applied a change: create or delete local replicas as it says."""
-        if self.replicas is not None and (delta.full or delta.topics):
+        """The watch applied a change: create or delete local replicas as it says; a dynamic
+        broker config changed through any broker (throttles, cordons) applies here too."""
+        if self.replicas is None:
+            return
+        if delta.full or delta.configs:
+            self.replicas.apply_dynamic_broker_configs()
+        if delta.full or delta.topics:
             await self.replicas.apply_metadata(None if delta.full else delta.topics)
 
     async def _report_offline_dir(self, path: str) -> None:

@@ -101,11 +101,14 @@ async def fetch(broker: ApiContext, ctx: RequestContext, req: Request) -> dict[s
     deadline = broker.clock.monotonic() + body.max_wait_ms / 1000.0
     min_bytes = max(body.min_bytes, 0)
     while True:
-        responses, total, any_error = _read_fetch(broker, ctx, body)
+        responses, total, any_error, held = _read_fetch(broker, ctx, body)
         remaining = deadline - broker.clock.monotonic()
         if total >= min_bytes or any_error or remaining <= 0 or min_bytes == 0:
             break
         _close_fetch_regions(responses)
+        if held:
+            # A throttled partition was left out: read again once the leader quota allows.
+            remaining = min(remaining, max(broker.replicas.leader_throttle_delay(), 0.001))
         await broker.replicas.appends.wait(remaining)
     return {
         "throttle_time_ms": 0,
@@ -122,11 +125,13 @@ def _fetch_partition(
     budget: int,
     allowed: bool,
     replica_id: int = -1,
-) -> tuple[dict[str, Any], int]:
-    """Read one partition of a fetch: its response and the bytes it carries. Errors are
-    answered in ``error_code`` (and end a long poll). A follower's fetch (``replica_id`` >= 0)
-    records its position with the leader and reads up to the log end, not the high
-    watermark (Kafka's replica fetch)."""
+) -> tuple[dict[str, Any], int, bool]:
+    """Read one partition of a fetch: its response, the bytes it carries and whether the
+    replication throttle held its data back. Errors are answered in ``error_code`` (and end
+    a long poll). A follower's fetch (``replica_id`` >= 0) records its position with the
+    leader and reads up to the log end, not the high watermark (Kafka's replica fetch); a
+    throttled partition's data is left out while the leader quota is exceeded (the fetch is
+    not failed) and what is sent counts against the quota."""
     out: dict[str, Any] = {
         "partition_index": p.partition,
         "error_code": 0,
@@ -138,12 +143,16 @@ def _fetch_partition(
         "records": b"",
     }
     size = 0
+    held = False
     with errors_into(out, message=False):
         if not allowed:
             raise not_authorized(Operation.READ, ResourceType.TOPIC, str(tp))
         if replica_id >= 0:
             partition_log = broker.replicas.follower_fetch(tp, replica_id, p.fetch_offset)
             hw = partition_log.log_end_offset
+            if broker.replicas.leader_holds_back(tp, replica_id):
+                held = True
+                budget = 0
         else:
             partition_log = broker.replicas.hosted_log(tp)
             hw = partition_log.high_watermark
@@ -160,22 +169,27 @@ def _fetch_partition(
             records=got.records if got.file is None else FileRegion(got.file),
         )
         size = got.size
-    return out, size
+        if replica_id >= 0:
+            broker.replicas.leader_sent(tp, size)
+    return out, size, held
 
 
 def _read_fetch(
     broker: ApiContext, ctx: RequestContext, body: Any
-) -> tuple[list[dict[str, Any]], int, bool]:
+) -> tuple[list[dict[str, Any]], int, bool, bool]:
+    """(responses, bytes, whether any partition failed, whether the replication throttle
+    held any partition's data back)."""
     has_limit = body.max_bytes is not None and body.max_bytes > 0
     budget = body.max_bytes if has_limit else DEFAULT_FETCH_MAX_BYTES
     responses = []
     total = 0
     any_error = False
+    any_held = False
     for t in body.topics:
         allowed = broker.allowed(ctx, Operation.READ, ResourceType.TOPIC, t.topic)
         parts = []
         for p in t.partitions:
-            out, size = _fetch_partition(
+            out, size, held = _fetch_partition(
                 broker,
                 TopicPartition(t.topic, p.partition),
                 p,
@@ -186,9 +200,10 @@ def _read_fetch(
             total += size
             budget -= size
             any_error = any_error or out["error_code"] != 0
+            any_held = any_held or held
             parts.append(out)
         responses.append({"topic": t.topic, "partitions": parts})
-    return responses, total, any_error
+    return responses, total, any_error, any_held
 
 
 def _close_fetch_regions(responses: list[dict[str, Any]]) -> None:

@@ -150,7 +150,7 @@ def test_throttled_cross_broker_reassignment_executes_and_verifies(
             break
         assert time.monotonic() < deadline, f"reassignment never completed:\n{out}"
         time.sleep(1)
-    # --verify lifts the throttles --execute set (they are stored, not yet enforced: #9).
+    # --verify lifts the throttles --execute set.
     assert "Clearing broker-level throttles" in out, out
     assert "Clearing topic-level throttles" in out, out
     after = _describe(brokers)
