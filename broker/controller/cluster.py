@@ -20,8 +20,9 @@ The decisions themselves are the pure functions of :mod:`.partition_change` and
 Leaders change their own ISR (expand/shrink) with ``alter_partition_isr`` (Kafka's
 AlterPartition), validated against the leader epoch; a reassignment completes in the ISR write
 that brings its last adding replica in sync. ElectLeaders and the auto leader rebalance
-(``rebalance_leaders``) run preferred elections. Not here yet (issue #9): KIP-1066 cordoned
-directories reported by brokers and honoured by placement.
+(``rebalance_leaders``) run preferred elections. New replicas go only to brokers with a
+directory that is online and not cordoned (KIP-1066: brokers report their cordoned directory
+ids on their session); inside the broker, its own placement skips cordoned directories too.
 """
 
 from __future__ import annotations
@@ -263,7 +264,8 @@ class ClusterController(SingleBrokerController):
         self, first: int, count: int, replication_factor: int, manual: list[list[int]] | None
     ) -> list[PartitionState]:
         """New partitions: manual assignments as given (registered brokers), else Kafka's
-        striped rack-aware placement over usable brokers; leader = first unfenced replica, ISR
+        striped rack-aware placement over usable brokers (a directory online and not
+        cordoned); leader = first unfenced replica, ISR
         = unfenced replicas (INVALID_REPLICA_ASSIGNMENT if every replica is fenced)."""
         active = self._active_brokers()
         offline = self._offline_dirs()
@@ -276,7 +278,7 @@ class ClusterController(SingleBrokerController):
                     registered,
                     fenced=set(registered) - active,
                     offline_dirs=offline,
-                    cordoned_dirs={},
+                    cordoned_dirs={b: set(s.cordoned_dirs) for b, s in self.store.sessions.items()},
                 ),
                 rng=self._rng,
             )

@@ -78,8 +78,9 @@ class BrokerSession:
 
     The key exists while the broker heartbeats (a broker whose key is gone is lost, as Kafka's
     session expiry); its value is what Kafka's BrokerHeartbeat carries: the offline directory
-    ids (KIP-858, repeated until restart) and ``wants_fence`` (the broker keeps itself fenced
-    until it has told where each of its replicas is). ``epoch`` is the key's create revision in
+    ids (KIP-858, repeated until restart), ``wants_fence`` (the broker keeps itself fenced
+    until it has told where each of its replicas is) and the cordoned directory ids
+    (KIP-1066's ``CordonedLogDirs``, current on every change of ``cordoned.log.dirs``). ``epoch`` is the key's create revision in
     etcd, so every new session of a broker has a larger one (Kafka's broker epoch); it is not
     part of the stored value.
     """
@@ -88,6 +89,8 @@ class BrokerSession:
     offline_dirs: list[str] = field(default_factory=list)
     wants_fence: bool = True
     epoch: int = 0
+    cordoned_dirs: list[str] = field(default_factory=list)
+    """KIP-1066: ids of the directories ``cordoned.log.dirs`` names (no new replicas there)."""
 
     def to_json(self) -> bytes:
         data = asdict(self)
@@ -102,6 +105,7 @@ class BrokerSession:
             list(data.get("offline_dirs", [])),
             bool(data.get("wants_fence", True)),
             epoch,
+            list(data.get("cordoned_dirs", [])),
         )
 
 

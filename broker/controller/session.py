@@ -4,7 +4,7 @@ BrokerHeartbeat RPCs do, as keys the controller watches.
 ::
 
     P/brokers/<id>    BrokerRegistration (listeners, rack, directory ids)   persistent
-    P/sessions/<id>   BrokerSession (offline dirs, wants_fence)              under the session lease
+    P/sessions/<id>   BrokerSession (offline/cordoned dirs, wants_fence)     under the session lease
 
 Registration writes both in one transaction, and only if no session of this node id is alive
 (another process with the same ``node.id`` -> DUPLICATE_BROKER_REGISTRATION, as Kafka refuses a
@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import math
+from dataclasses import replace
 
 from spindle.broker.common.errors import ErrorCode, KafkaError
 
@@ -84,6 +85,7 @@ class BrokerLifecycle:
             self.registration.node_id,
             list(self.session.offline_dirs),
             wants_fence=True,
+            cordoned_dirs=list(self.session.cordoned_dirs),
         )
         result = await self._client.transact(
             [CompareCreate(self.session_key, 0)],
@@ -138,9 +140,7 @@ class BrokerLifecycle:
                 await self._register_unlocked()
                 if not self._wants_fence:
                     # A new session starts fenced; the broker was ready before, so it still is.
-                    await self._update(
-                        BrokerSession(self.session.node_id, list(self.session.offline_dirs), False)
-                    )
+                    await self._update(replace(self.session, wants_fence=False))
             return False
 
     async def run(self) -> None:
@@ -170,20 +170,22 @@ class BrokerLifecycle:
         async with self._lock:
             merged = sorted(set(self.session.offline_dirs) | set(dir_ids))
             if merged != self.session.offline_dirs:
-                await self._update(
-                    BrokerSession(self.session.node_id, merged, self.session.wants_fence)
-                )
+                await self._update(replace(self.session, offline_dirs=merged))
 
     async def set_fenced(self, wants_fence: bool) -> None:
         """Ask to be fenced or unfenced (unfence once every replica's directory is known)."""
         async with self._lock:
             self._wants_fence = wants_fence
             if wants_fence != self.session.wants_fence:
-                await self._update(
-                    BrokerSession(
-                        self.session.node_id, list(self.session.offline_dirs), wants_fence
-                    )
-                )
+                await self._update(replace(self.session, wants_fence=wants_fence))
+
+    async def report_cordoned_dirs(self, dir_ids: list[str]) -> None:
+        """KIP-1066: tell the controller which directories are cordoned now (the whole set:
+        an uncordoned directory leaves it), so it places no new replica there."""
+        async with self._lock:
+            wanted = sorted(set(dir_ids))
+            if wanted != self.session.cordoned_dirs:
+                await self._update(replace(self.session, cordoned_dirs=wanted))
 
     async def close(self) -> None:
         """End the session now (controlled shutdown): the controller moves leadership away

@@ -231,6 +231,7 @@ class BrokerServer:
         self.store.add_listener(self._on_metadata)
         self._tasks.append(asyncio.create_task(self.store.follow()))
         if self.lifecycle is not None and self.cluster is not None:
+            await self._report_cordoned()
             # Every hosted replica exists and its directory is recorded: ready to lead.
             await self.lifecycle.set_fenced(False)
             self._tasks.append(asyncio.create_task(self.lifecycle.run()))
@@ -285,8 +286,26 @@ class BrokerServer:
             return
         if delta.full or delta.configs:
             self.replicas.apply_dynamic_broker_configs()
+            await self._report_cordoned()
         if delta.full or delta.topics:
             await self.replicas.apply_metadata(None if delta.full else delta.topics)
+
+    async def _report_cordoned(self) -> None:
+        """KIP-1066: put the ids of the directories ``cordoned.log.dirs`` names on this
+        broker's session, so the controller places no new replica on a broker whose every
+        directory is cordoned (storage's own placement skips cordoned directories here)."""
+        if self.lifecycle is None or self.logs is None:
+            return
+        cordoned = self.logs.cordoned_dirs  # configured paths, as describe_dirs names them
+        ids = [
+            to_kafka_str(d.directory_id)
+            for d in self.logs.describe_dirs(topics=[])
+            if d.directory_id and d.path in cordoned
+        ]
+        try:
+            await self.lifecycle.report_cordoned_dirs(ids)
+        except (EtcdError, KafkaError) as exc:
+            log.warning("could not report cordoned directories to the controller: %s", exc)
 
     async def _report_offline_dir(self, path: str) -> None:
         """KIP-858: put the failed directory's id on this broker's session (every later
