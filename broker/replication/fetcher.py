@@ -146,12 +146,22 @@ class ReplicaFetcher:
         self._settings = settings
         self._pacer: FetchPacer = pacer or Unthrottled()
         self.partitions: set[TopicPartition] = set()
+        self._stopped = False
         self._changed = asyncio.Event()
         self.fetched_bytes = 0
 
     def set_partitions(self, partitions: Iterable[TopicPartition]) -> None:
         self.partitions = set(partitions)
         self._changed.set()
+
+    def stop(self) -> None:
+        """Follow nothing more, before the task is cancelled: Python 3.11's ``wait_for``
+        returns a response that arrived together with the cancellation instead of raising,
+        and its records must not be appended to a replica that may be leading by now (its
+        producer state was rebuilt from the log without them: a retried batch would be
+        appended twice)."""
+        self._stopped = True
+        self.set_partitions(())
 
     def _request(self, tps: list[TopicPartition], max_wait_ms: int | None = None) -> Any:
         s = self._settings
@@ -209,7 +219,7 @@ class ReplicaFetcher:
         s = self._settings
         timeout_s = s.max_wait_ms / 1000 + 10
         try:
-            while True:
+            while not self._stopped:
                 tps = sorted(self.partitions, key=lambda tp: (tp.topic, tp.partition))
                 if not tps:
                     self._changed.clear()
@@ -276,7 +286,7 @@ class FetcherManager:
             by_leader.setdefault(leader, set()).add(tp)
         for leader in list(self.fetchers):
             if leader not in by_leader:
-                self.fetchers.pop(leader)
+                self.fetchers.pop(leader).stop()
                 self._tasks.pop(leader).cancel()
         for leader, tps in by_leader.items():
             fetcher = self.fetchers.get(leader)
@@ -299,6 +309,8 @@ class FetcherManager:
 
     async def close(self) -> None:
         tasks = list(self._tasks.values())
+        for fetcher in self.fetchers.values():
+            fetcher.stop()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
