@@ -1,7 +1,7 @@
 """``spindle-rebalance``: the planner's command line, also the ``spark-submit`` entry point.
 
     spindle-rebalance plan --snapshot SNAPSHOT.json --mode MODE --output PLAN.json
-        [--summary SUMMARY.json] [--goals GOALS.json] [--max-moves N] [--max-bytes B]
+        [--summary SUMMARY.json] [--election ELECTION.json] [--goals GOALS.json] [--max-moves N] [--max-bytes B]
         [--brokers 4,5] [--dirs 1:/var/lib/spindle/data-0 ...] [--master local[*]] [--no-spark]
     spindle-rebalance generate --brokers 40 --disks 4 --replicas 100000 --seed 1 --output S.json
 
@@ -36,6 +36,12 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--mode", required=True, choices=MODES)
     plan.add_argument("--output", required=True, type=Path)
     plan.add_argument("--summary", type=Path)
+    plan.add_argument(
+        "--election",
+        type=Path,
+        help="write the partitions whose preferred leader changes, for kafka-leader-election "
+        "--election-type preferred --path-to-json-file (run it after the reassignment)",
+    )
     plan.add_argument("--goals", type=Path)
     plan.add_argument("--max-moves", type=int)
     plan.add_argument("--max-bytes", type=int)
@@ -115,6 +121,8 @@ def run_plan(args: argparse.Namespace, *, spark: Any = None) -> dict[str, Any]:
     _write_json(args.output, result.plan)
     if args.summary is not None:
         _write_json(args.summary, result.summary)
+    if args.election is not None:
+        _write_json(args.election, result.election)
     return result.summary
 
 

@@ -18,6 +18,7 @@ from spindle.rebalance.goals.base import dir_loads
 from spindle.rebalance.model import Cluster, Goals, PlanError, executed
 from spindle.rebalance.prepare import Prepared, prepare_local
 from spindle.rebalance.report import (
+    build_election,
     build_plan,
     figures,
     hard_violations,
@@ -45,6 +46,9 @@ class PlanResult:
     core_profile: dict[str, float]
     #: Which replica leads each partition after the plan (the preferred leaders it sets).
     leader: Any = None
+    #: The partitions to run a preferred election on after the reassignment (only those
+    #: whose preferred leader the plan changes), as ``kafka-leader-election`` reads them.
+    election: dict[str, Any] = field(default_factory=lambda: {"partitions": []})
 
 
 @dataclass
@@ -143,6 +147,7 @@ def make_plan(
         core_moves=choice.core_moves,
         core_profile=dict(outcome.profile),
         leader=cluster.rep_leader if choice.leader is None else choice.leader,
+        election=build_election(cluster, choice.leader),
     )
 
 

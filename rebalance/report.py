@@ -39,19 +39,25 @@ def build_plan(
 ) -> dict[str, Any]:
     """Reassignment JSON listing only partitions with a replica on another broker or dir (or,
     with ``leader`` differing from the snapshot's, a new preferred leader, listed first),
-    sorted by (topic, partition) so the same placement gives the same bytes."""
+    sorted by (topic, partition) so the same placement gives the same bytes.
+
+    A listed partition whose leading replica moves to another broker lists it first too:
+    when the reassignment removes the old leader, Kafka elects the first live replica of the
+    new list, so that is where leadership ends (``build_election`` then leaves it alone)."""
     changed = (cur_broker != cluster.rep_broker) | (cur_dir != cluster.rep_dir)
     touched = changed.copy()
-    if leader is not None:
-        touched |= leader != cluster.rep_leader
+    lead = cluster.rep_leader if leader is None else leader
+    reordered = lead != cluster.rep_leader
+    touched |= reordered
+    lead_moves = lead & (cur_broker != cluster.rep_broker)
     parts = np.unique(cluster.rep_part[touched])
     ids = cluster.broker_ids
     entries = []
     for p in parts.tolist():
         lo, hi = int(cluster.part_start[p]), int(cluster.part_start[p + 1])
         order = list(range(lo, hi))
-        if leader is not None and (leader[lo:hi] != cluster.rep_leader[lo:hi]).any():
-            first = lo + int(np.flatnonzero(leader[lo:hi])[0])
+        if (reordered[lo:hi].any() or lead_moves[lo:hi].any()) and lead[lo:hi].any():
+            first = lo + int(np.flatnonzero(lead[lo:hi])[0])
             order = [first] + [r for r in order if r != first]
         entries.append(
             {
@@ -65,6 +71,26 @@ def build_plan(
         )
     entries.sort(key=lambda e: (e["topic"], e["partition"]))
     return {"version": 1, "partitions": entries}
+
+
+def build_election(cluster: Cluster, leader: np.ndarray | None) -> dict[str, Any]:
+    """The partitions whose preferred leader the plan changes, as
+    ``kafka-leader-election --election-type preferred --path-to-json-file`` reads them::
+
+        {"partitions": [{"topic": "t", "partition": 0}]}
+
+    Only these: a preferred election over every partition would also move the leaders of
+    partitions the plan left alone whose leader is not first in its list today (the plan
+    counted them where they are)."""
+    if leader is None:
+        return {"partitions": []}
+    parts = np.unique(cluster.rep_part[leader != cluster.rep_leader])
+    entries = [
+        {"topic": cluster.part_topic[p], "partition": int(cluster.part_num[p])}
+        for p in parts.tolist()
+    ]
+    entries.sort(key=lambda e: (str(e["topic"]), int(e["partition"])))
+    return {"partitions": entries}
 
 
 def figures(

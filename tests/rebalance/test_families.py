@@ -69,9 +69,13 @@ def test_leader_balance_is_reached_with_zero_bytes_where_reordering_suffices(fam
     assert s["after"]["leaders"]["met"]
     assert s["bytesMoved"]["total"] == 0
     assert s["preferredLeaderChanges"] > 0
-    # The plan is a list of new preferred leaders: same brokers, no directory named.
+    # The plan is a list of new preferred leaders: same brokers, no directory named; the
+    # preferred election names exactly those partitions.
     for entry in result.plan["partitions"]:
         assert set(entry["log_dirs"]) == {"any"}
+    named = [(e["topic"], e["partition"]) for e in result.election["partitions"]]
+    assert named == [(e["topic"], e["partition"]) for e in result.plan["partitions"]]
+    assert len(named) == s["preferredLeaderChanges"]
 
 
 #: Families whose re-plan still moves more (issue 15, open). Seed 3, 1500 replicas: on

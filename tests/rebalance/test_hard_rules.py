@@ -97,7 +97,10 @@ def check_hard_rules(cluster: Cluster, request: Request, result: PlanResult, goa
         lo, hi = int(cluster.part_start[p]), int(cluster.part_start[p + 1])
         assert len(entry["replicas"]) == hi - lo == len(entry["log_dirs"])
         order = list(range(lo, hi))
-        if relead[lo:hi].any():
+        # The new leader first, and so is a leading replica moving to another broker (Kafka
+        # elects the first live replica of the new list when the old leader leaves).
+        moves_lead = leader[lo:hi] & (cur_b[lo:hi] != cluster.rep_broker[lo:hi])
+        if relead[lo:hi].any() or moves_lead.any():
             first = lo + int(np.flatnonzero(leader[lo:hi])[0])
             order = [first] + [r for r in order if r != first]
         for i, r in enumerate(order):
