@@ -152,7 +152,15 @@ class ClusterAdmin:
                         into[(t["name"], int(p["partition_index"]))] = int(p["partition_size"])
                 code = int(d["error_code"])
                 error = None if code == 0 else _error_name(kafka_errors.for_code(code))
-                per_broker[d["log_dir"]] = DirInfo(d["log_dir"], error, current, future)
+                total, usable = d.get("total_bytes"), d.get("usable_bytes")
+                per_broker[d["log_dir"]] = DirInfo(
+                    d["log_dir"],
+                    error,
+                    current,
+                    future,
+                    total_bytes=total if isinstance(total, int) and total >= 0 else None,
+                    usable_bytes=usable if isinstance(usable, int) and usable >= 0 else None,
+                )
         listed = self._call(
             "ListPartitionReassignments",
             lambda: self._client.list_partition_reassignments(timeout_ms=REQUEST_TIMEOUT_MS),
@@ -366,6 +374,20 @@ class LogDirClients:
             for r, err in answer.items()
             if (name := _error_name(err)) is not None
         }
+
+    def cluster_view(
+        self, servers: Sequence[str], cluster: str, topics: Sequence[str]
+    ) -> ClusterView:
+        """``ClusterAdmin.view`` (Metadata, every broker's DescribeLogDirs, the reassignments
+        in flight) on the kept connection; ``BrokerUnreachable`` when it cannot be had."""
+        try:
+            return self._call(
+                servers,
+                f"the view of cluster {cluster}",
+                lambda client: ClusterAdmin(client, cluster).view(topics or None),
+            )
+        except BrokerError as exc:
+            raise BrokerUnreachable(str(exc)) from exc
 
     def describe_dirs(self, servers: Sequence[str], broker_id: int) -> list[DirReport]:
         """DescribeLogDirs (all topics) sent to ``broker_id``: each directory with its error,

@@ -170,6 +170,7 @@ def _reconcile_locked(
                 failed_pvs=memo.get("failed_pvs"),
                 cordon=memo.get("cordon"),
                 move=memo.get("move"),
+                cluster_view=memo.get("cluster_view"),
             )
         else:
             ctx = reconcile_broker(
@@ -181,6 +182,7 @@ def _reconcile_locked(
                 failed_pvs=memo.get("failed_pvs"),
                 cordon=memo.get("cordon"),
                 move=memo.get("move"),
+                cluster_view=memo.get("cluster_view"),
             )
         metrics.record_logvolumes(
             namespace, name, [*ctx.logvolumes.values(), *ctx.released_logvolumes.values()]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -30,6 +30,7 @@ from spindle.operator import handlers, metrics, specs
 from spindle.operator.brokers import LogDirClients
 from spindle.operator.kube import BROKERS, PVCS, KubeApi, KubeError
 from spindle.operator.specs import BrokerSpec, SpecError
+from spindle.operator.specs.reassignment import ClusterView
 from spindle.operator.specs.volume_state import (
     HEALTH_ABNORMAL,
     HEALTH_NORMAL,
@@ -143,8 +144,13 @@ def start_probes(memo: kopf.Memo, **_: Any) -> None:
     ) -> dict[tuple[str, int], str]:
         return clients.move_replicas(bootstrap_servers(broker, overrides), broker.broker_id, moves)
 
+    def cluster_view(broker: BrokerSpec, topics: Sequence[str]) -> ClusterView:
+        servers = bootstrap_servers(broker, overrides)
+        return clients.cluster_view(servers, broker.cluster, topics)
+
     memo.cordon = cordon
     memo.move = move
+    memo.cluster_view = cluster_view
     memo.logdir_clients = clients
     memo.last_probe = last_probe
     memo.failed_pvs = {}

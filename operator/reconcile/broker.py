@@ -26,12 +26,19 @@ from typing import Any
 
 from spindle.operator import specs
 from spindle.operator.kube import BROKERS, PODS, KubeApi, apply_object, is_subset
-from spindle.operator.reconcile.context import Context, Cordoner, EventSink, Mover, Prober
+from spindle.operator.reconcile.context import (
+    Context,
+    Cordoner,
+    EventSink,
+    Mover,
+    Prober,
+    Viewer,
+)
+from spindle.operator.reconcile.drain import drain_volumes
 from spindle.operator.reconcile.logvolume import (
     apply_cordons,
     apply_volumes,
     check_storage,
-    drain_volumes,
     observe_volumes,
     read_storage,
     volume_status,
@@ -166,6 +173,7 @@ def reconcile_broker(
     failed_pvs: Mapping[str, str] | None = None,
     cordon: Cordoner | None = None,
     move: Mover | None = None,
+    cluster_view: Viewer | None = None,
 ) -> Context:
     """Run the steps for one Broker. A refused storage change touches nothing but status."""
     ctx = Context(
@@ -178,6 +186,7 @@ def reconcile_broker(
         failed_pvs=failed_pvs or {},
         cordon=cordon,
         move=move,
+        cluster_view=cluster_view,
     )
     read_storage(ctx)
     read_released(ctx)
@@ -201,6 +210,7 @@ def refresh_broker(
     failed_pvs: Mapping[str, str] | None = None,
     cordon: Cordoner | None = None,
     move: Mover | None = None,
+    cluster_view: Viewer | None = None,
 ) -> Context:
     """The periodic pass: observe the broker's volumes (DescribeLogDirs, claims, PVs, health
     Events, node) and write LogVolume and Broker status. Applies nothing."""
@@ -214,6 +224,7 @@ def refresh_broker(
         failed_pvs=failed_pvs or {},
         cordon=cordon,
         move=move,
+        cluster_view=cluster_view,
     )
     read_storage(ctx)
     read_released(ctx)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from spindle.operator import specs
 from spindle.operator.kube import KubeApi, Outcome
 from spindle.operator.specs import BrokerSpec
+from spindle.operator.specs.reassignment import ClusterView
 from spindle.operator.specs.release import LABEL_RELEASED
 from spindle.operator.specs.volume_state import DirReport, Evidence
 from spindle.operator.storage_diff import StorageDiff
@@ -39,6 +40,13 @@ class Mover(Protocol):
     ) -> dict[tuple[str, int], str]: ...
 
 
+class Viewer(Protocol):
+    """The broker's cluster as ``ClusterAdmin.view`` sees it (Metadata of ``topics``, every
+    broker's DescribeLogDirs, reassignments in flight); ``BrokerUnreachable`` when it cannot."""
+
+    def __call__(self, broker: BrokerSpec, topics: Sequence[str]) -> ClusterView: ...
+
+
 @dataclass
 class Context:
     """What one reconcile reads and decides, passed from step to step."""
@@ -59,6 +67,8 @@ class Context:
     probe: Prober | None = None
     cordon: Cordoner | None = None
     move: Mover | None = None
+    #: The cluster's view, for drains that must leave the broker (``reconcile.drain``).
+    cluster_view: Viewer | None = None
     evidence: dict[int, Evidence] = field(default_factory=dict)
     #: PVs the operator saw in phase Failed (name -> message): kube-controller-manager puts a
     #: bound PV back to Bound within milliseconds, so a re-read may no longer show it.

@@ -195,48 +195,6 @@ def apply_cordons(ctx: Context) -> None:
         ctx.evidence[v] = replace(e, report=replace(r, cordoned=r.path in wanted))
 
 
-def drain_volumes(ctx: Context) -> None:
-    """``desiredState: Drained``, once the directory is cordoned: every replica still in it
-    is moved to the broker's other online, uncordoned directories (AlterReplicaLogDirs; the
-    least-used directory first), unless a copy of it is already arriving somewhere. The
-    LogVolume shows ``Draining`` (usedBytes is what is left) until the broker reports no
-    replica there: ``Empty``. Moves to other brokers are not made here (a Reassignment)."""
-    if ctx.move is None:
-        return
-    reports = {v: e.report for v, e in ctx.evidence.items() if e.report is not None}
-    targets = {r.path: r.used_bytes for r in reports.values() if r.error is None and not r.cordoned}
-    arriving = {tp for r in reports.values() for tp in r.futures}
-    for volume_id, report in sorted(reports.items()):
-        evidence = ctx.evidence[volume_id]
-        if evidence.desired != "Drained" or not report.cordoned or report.error is not None:
-            continue
-        moves: dict[tuple[str, int], str] = {}
-        for tp, size in sorted(report.partitions.items()):
-            if tp in arriving or not targets:
-                continue
-            dest = min(targets, key=lambda p: (targets[p], p))
-            targets[dest] += size
-            moves[tp] = dest
-        if not moves:
-            continue
-        try:
-            refused = ctx.move(ctx.broker, moves)
-        except BrokerUnreachable as exc:
-            ctx.emit("Warning", "DrainFailed", str(exc))
-            continue
-        started = len(moves) - len(refused)
-        name = specs.logvolume_name(ctx.broker.name, volume_id)
-        ctx.emit(
-            "Normal",
-            "DrainStarted",
-            f"LogVolume {name}: moving {started} replica(s), "
-            f"{sum(report.partitions[tp] for tp in moves if tp not in refused)} bytes, "
-            "to the broker's other directories",
-        )
-        if refused:
-            ctx.emit("Warning", "DrainRefused", f"LogVolume {name}: refused {refused}")
-
-
 def _announce(ctx: Context, live: Mapping[str, Any], old: Mapping[str, Any], new: Obj) -> None:
     """Events for a state change: on the Broker (what ``kubectl describe broker`` shows) and
     on the LogVolume, naming the failure source when it went Offline."""

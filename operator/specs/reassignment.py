@@ -64,6 +64,9 @@ class DirInfo:
     error: str | None = None
     replicas: Mapping[TP, int] = field(default_factory=dict)
     futures: Mapping[TP, int] = field(default_factory=dict)
+    #: File system capacity and free bytes (DescribeLogDirs v4); None when not reported.
+    total_bytes: int | None = None
+    usable_bytes: int | None = None
 
 
 @dataclass(frozen=True)
