@@ -5,10 +5,12 @@ loopback (a real etcd), each log directory its own tmpfs; a real operator proces
 control plane pointed at them with ``--bootstrap`` and serving ``--metrics``; Broker objects
 declaring those directories. In order:
 
-1. broker 2's only directory is drained (``desiredState: Drained``): it has no other
-   directory, so the operator moves its replicas to broker 1 through one Reassignment; the
-   LogVolume ends ``Empty`` and every acked record is consumed from broker 1. The operator's
-   ``/metrics`` (scraped for real) shows the volumes by state and the reconciles;
+1. broker 2's only directory is drained (``desiredState: Drained``, throttled): it has no
+   other directory, so the operator moves its replicas to broker 1 through one Reassignment;
+   the operator is SIGKILLed mid-drain and started again, resumes (the same Reassignment, the
+   same ``startTime``) and the LogVolume ends ``Empty``; every acked record is consumed from
+   broker 1. The operator's ``/metrics`` (scraped for real) shows the drain's bytes while it
+   runs, the volumes by state and the reconciles;
 2. removing a volume of broker 1 that still holds replicas is refused, with the reason;
 3. a volume of broker 1 drained inside the broker (moves throttled by the broker's own
    ``replica.alter.log.dirs.io.max.bytes.per.second``, so they take seconds) while the operator
@@ -53,6 +55,7 @@ pytestmark = [
 CLUSTER = "c1"
 WIDE, WIDE_RECORDS = "wide", 3000  # on broker 2: 3 partitions, ~3 MB
 MSGS, MSGS_RECORDS = "msgs", 4800  # on broker 1's three directories, ~1.6 MB each
+CROSS_THROTTLE = 500_000  # the cross-broker drain's copies (replication throttle), B/s
 THROTTLE = 300_000  # broker 1's directory moves, bytes per second: a drain takes seconds
 
 
@@ -239,19 +242,35 @@ def _wait(probe: Callable[[], Any], what: str, timeout: float = 90.0) -> Any:
     pytest.fail(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
 
 
-def test_a_lone_directory_drains_to_another_broker_with_no_record_lost(scene: Scene) -> None:
+def test_a_lone_directory_drains_to_another_broker_through_an_operator_kill_losing_nothing(
+    scene: Scene,
+) -> None:
     ns, op = scene.ns, scene.operator
     _wait(lambda: scene.state("b2-data-0") == "Active" and scene.state("b1-data-0") == "Active",
           "the LogVolumes Active")  # fmt: skip
     started = time.monotonic()
-    scene.desire("b2-data-0", "Drained", drainBytesPerSecond=10_000_000)
+    scene.desire("b2-data-0", "Drained", drainBytesPerSecond=CROSS_THROTTLE)
+
+    def moving() -> Any:
+        status = scene.lv("b2-data-0").get("status") or {}
+        ra = ns.get("reassignment", "drain-b2-data-0") or {}
+        return (status.get("state") == "Draining" and (ra.get("status") or {}).get("phase") == "Moving"
+                and (status.get("drain") or {}).get("reassignment") and (status, ra))  # fmt: skip
+
+    before, in_flight = _wait(moving, "the drain moving replicas to broker 1")
+    during = op.metrics()
+    assert during[("spindle_operator_logvolumes", (("state", "Draining"),))] >= 1
+    assert during[("spindle_operator_bytes_moving", (("kind", "drain"),))] > 0
+    op.kill()  # mid-drain: the Reassignment's state is in its status, the drain's in the LogVolume's
+    assert scene.state("b2-data-0") == "Draining"
+    op.start()
     done = _wait(lambda: scene.state("b2-data-0") == "Empty" and scene.lv("b2-data-0"),
                  "LogVolume b2-data-0 Empty", timeout=180)  # fmt: skip
-    print(
-        f"cross-broker drain of ~{WIDE_RECORDS} kB: Empty after {time.monotonic() - started:.1f}s"
-    )
+    print(f"cross-broker drain of ~{WIDE_RECORDS} kB at {CROSS_THROTTLE} B/s, operator killed "
+          f"and restarted on the way: Empty after {time.monotonic() - started:.1f}s")  # fmt: skip
     assert done["status"]["cordoned"] is True
     drain = done["status"]["drain"]
+    assert drain["startTime"] == before["drain"]["startTime"]  # resumed, not started again
     assert (drain["bytesLeft"], drain["replicasLeft"]) == (0, 0)
     assert drain["completionTime"]
     assert drain["bytesTotal"] >= WIDE_RECORDS * 1000
@@ -259,7 +278,8 @@ def test_a_lone_directory_drains_to_another_broker_with_no_record_lost(scene: Sc
     ra = _wait(lambda: ((r := ns.get("reassignment", "drain-b2-data-0")) or {}).get("status", {})
                .get("phase") == "Completed" and r, "the drain's Reassignment Completed")  # fmt: skip
     assert [p["replicas"] for p in ra["spec"]["partitions"]] == [[1], [1], [1]]
-    assert ra["spec"]["throttle"] == {"interBrokerBytesPerSecond": 10_000_000}
+    assert ra["spec"]["throttle"] == {"interBrokerBytesPerSecond": CROSS_THROTTLE}
+    assert ra["metadata"]["uid"] == in_flight["metadata"]["uid"]  # the same one, resumed
     assert ra["metadata"]["ownerReferences"][0]["name"] == "b2-data-0"
     assert len(ns.get("reassignments")["items"]) == 1
     across = [e for e in ns.events("DrainStarted") if "other brokers" in e["message"]]
