@@ -16,6 +16,8 @@ import spindle.operator  # noqa: F401  (registers the handlers)
 from spindle.operator import metrics
 from spindle.operator.dashboard import DashboardSettings, parse_listen
 from spindle.operator.dashboard.hooks import register as serve_dashboard
+from spindle.operator.specs.broker import REMEDIATION_POLICIES
+from spindle.operator.specs.remediation import RemediationError, RemediationSettings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,6 +52,28 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=2.0,
         help="how often each broker's log directories are described (LogVolume status)",
+    )
+    run.add_argument(
+        "--remediation-policy",
+        choices=list(REMEDIATION_POLICIES),
+        default="Auto",
+        help="what to do about a failed log directory when its Broker names no "
+        "spec.remediation.policy (Auto: ReplaceVolume when every partition in it has an "
+        "in-sync replica elsewhere, else report)",
+    )
+    run.add_argument(
+        "--remediation-max-failures",
+        metavar="N",
+        type=int,
+        default=2,
+        help="failures of one volume within --remediation-window after which it is left Offline",
+    )
+    run.add_argument(
+        "--remediation-window",
+        metavar="SECONDS",
+        type=float,
+        default=3600.0,
+        help="the cool-down window of --remediation-max-failures",
     )
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     run.add_argument(
@@ -111,11 +135,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         bootstrap[cluster] = servers
     if args.probe_period <= 0:
         parser.error("--probe-period must be positive")
+    try:
+        remediation = RemediationSettings(
+            default_policy=args.remediation_policy,
+            max_failures=args.remediation_max_failures,
+            window_seconds=args.remediation_window,
+        )
+    except RemediationError as exc:
+        parser.error(str(exc))
     kopf.run(
         memo=kopf.Memo(
             bootstrap=bootstrap,
             planner_image=args.planner_image,
             probe_period=args.probe_period,
+            remediation=remediation,
         ),
         clusterwide=not args.namespace,
         namespaces=args.namespace,

@@ -42,6 +42,7 @@ from spindle.operator.snapshot import (
     partitions_from_admin,
 )
 from spindle.operator.specs.reassignment import TP, TPR, ClusterView, DirInfo
+from spindle.operator.specs.remediation import PartitionState
 from spindle.operator.specs.volume_state import BrokerUnreachable, DirReport
 
 T = TypeVar("T")
@@ -388,6 +389,25 @@ class LogDirClients:
             )
         except BrokerError as exc:
             raise BrokerUnreachable(str(exc)) from exc
+
+    def partition_states(self, servers: Sequence[str]) -> dict[TP, PartitionState]:
+        """Metadata of every topic: each partition's replicas, ISR and offline replicas (those
+        in a failed, LOST directory) -- what remediation judges safety and rebuilding by."""
+
+        def read(client: KafkaAdminClient) -> dict[TP, PartitionState]:
+            out: dict[TP, PartitionState] = {}
+            for topic in client.describe_topics():
+                if int(topic.get("error_code") or 0) != 0:
+                    continue
+                for p in topic.get("partitions") or ():
+                    out[(str(topic["name"]), int(p["partition_index"]))] = PartitionState(
+                        replicas=tuple(int(b) for b in p.get("replica_nodes") or ()),
+                        isr=tuple(int(b) for b in p.get("isr_nodes") or ()),
+                        offline=tuple(int(b) for b in p.get("offline_replicas") or ()),
+                    )
+            return out
+
+        return self._call(servers, "Metadata", read)
 
     def describe_dirs(self, servers: Sequence[str], broker_id: int) -> list[DirReport]:
         """DescribeLogDirs (all topics) sent to ``broker_id``: each directory with its error,

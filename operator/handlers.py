@@ -171,6 +171,7 @@ def _reconcile_locked(
                 cordon=memo.get("cordon"),
                 move=memo.get("move"),
                 cluster_view=memo.get("cluster_view"),
+                remediator=memo.get("remediator"),
             )
         else:
             ctx = reconcile_broker(

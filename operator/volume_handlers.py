@@ -29,8 +29,10 @@ import kopf
 from spindle.operator import handlers, metrics, specs
 from spindle.operator.brokers import LogDirClients
 from spindle.operator.kube import BROKERS, PVCS, KubeApi, KubeError
+from spindle.operator.reconcile.remediation import Remediator
 from spindle.operator.specs import BrokerSpec, SpecError
 from spindle.operator.specs.reassignment import ClusterView
+from spindle.operator.specs.remediation import RemediationSettings
 from spindle.operator.specs.volume_state import (
     HEALTH_ABNORMAL,
     HEALTH_NORMAL,
@@ -148,6 +150,12 @@ def start_probes(memo: kopf.Memo, **_: Any) -> None:
         servers = bootstrap_servers(broker, overrides)
         return clients.cluster_view(servers, broker.cluster, topics)
 
+    settings = memo.get("remediation")
+    memo.remediator = Remediator(
+        settings=settings if isinstance(settings, RemediationSettings) else RemediationSettings(),
+        metadata=clients.partition_states,
+        overrides=overrides,
+    )
     memo.cordon = cordon
     memo.move = move
     memo.cluster_view = cluster_view

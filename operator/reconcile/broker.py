@@ -44,6 +44,7 @@ from spindle.operator.reconcile.logvolume import (
     volume_status,
 )
 from spindle.operator.reconcile.release import read_released, reattach_released, release_removed
+from spindle.operator.reconcile.remediation import broker_condition, remediate
 from spindle.operator.specs import BrokerSpec, Condition
 
 
@@ -114,7 +115,7 @@ def broker_status(ctx: Context) -> None:
         "logDirs": specs.log_dirs(ctx.broker),
         "conditions": specs.merge_conditions(
             current.get("conditions") or [],
-            [ready, reconciled, degraded],
+            [ready, reconciled, degraded, _remediating(ctx)],
             now=ctx.now,
             generation=ctx.broker.generation,
         ),
@@ -130,6 +131,15 @@ def broker_status(ctx: Context) -> None:
             {"status": wanted},
             subresource="status",
         )
+
+
+def _remediating(ctx: Context) -> Condition:
+    return broker_condition(
+        {
+            specs.logvolume_name(ctx.broker.name, v): lv.get("status") or {}
+            for v, lv in ctx.logvolumes.items()
+        }
+    )
 
 
 def _refusal_is_new(ctx: Context) -> bool:
@@ -160,7 +170,14 @@ STEPS: tuple[Step, ...] = (
 #: answer could send a replica already on its way elsewhere somewhere else (a restart of it).
 #: What a periodic refresh runs (``refresh_broker``): the observing steps only, so a probe
 #: every few seconds costs reads and, when something changed, status writes -- never an apply.
-REFRESH_STEPS: tuple[Step, ...] = (observe_volumes, apply_cordons, drain_volumes, volume_status)
+#: Remediation (``reconcile.remediation``) likewise decides only on a fresh answer.
+REFRESH_STEPS: tuple[Step, ...] = (
+    observe_volumes,
+    apply_cordons,
+    drain_volumes,
+    remediate,
+    volume_status,
+)
 
 
 def reconcile_broker(
@@ -211,6 +228,7 @@ def refresh_broker(
     cordon: Cordoner | None = None,
     move: Mover | None = None,
     cluster_view: Viewer | None = None,
+    remediator: Any = None,
 ) -> Context:
     """The periodic pass: observe the broker's volumes (DescribeLogDirs, claims, PVs, health
     Events, node) and write LogVolume and Broker status. Applies nothing."""
@@ -225,6 +243,7 @@ def refresh_broker(
         cordon=cordon,
         move=move,
         cluster_view=cluster_view,
+        remediator=remediator,
     )
     read_storage(ctx)
     read_released(ctx)

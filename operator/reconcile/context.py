@@ -73,6 +73,10 @@ class Context:
     #: PVs the operator saw in phase Failed (name -> message): kube-controller-manager puts a
     #: bound PV back to Bound within milliseconds, so a re-read may no longer show it.
     failed_pvs: Mapping[str, str] = field(default_factory=dict)
+    #: Remediation (``reconcile.remediation.Remediator``; None: not remediating) and the
+    #: step it chose for each volume in this pass, laid over the LogVolume's status.
+    remediator: Any = None
+    remediation: dict[int, Any] = field(default_factory=dict)
 
     def selector(self) -> str:
         return f"{specs.LABEL_BROKER}={self.broker.name},!{LABEL_RELEASED}"

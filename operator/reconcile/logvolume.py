@@ -29,6 +29,7 @@ from spindle.operator.kube import (
 )
 from spindle.operator.quantity import quantity_bytes
 from spindle.operator.reconcile.context import Context
+from spindle.operator.reconcile.remediation import overlay
 from spindle.operator.specs import Obj
 from spindle.operator.specs.release import LABEL_RELEASED
 from spindle.operator.specs.volume_state import (
@@ -241,6 +242,7 @@ def volume_status(ctx: Context) -> None:
             now=ctx.now,
             evidence=evidence,
         )
+        overlay(ctx, volume.id, current, wanted)
         if not is_subset(wanted, current):
             ctx.api.patch(LOGVOLUMES, namespace, name, {"status": wanted}, subresource="status")
             _announce(ctx, live, current, wanted)

@@ -49,6 +49,8 @@ class BrokerSpec:
     config: Mapping[str, str] = field(default_factory=dict)
     resources: Mapping[str, Any] = field(default_factory=dict)
     generation: int = 0
+    #: ``spec.remediation.policy``; None: the operator's default (``--remediation-policy``).
+    remediation_policy: str | None = None
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> BrokerSpec:
@@ -91,7 +93,26 @@ class BrokerSpec:
             config=config,
             resources=dict(spec.get("resources") or {}),
             volumes=_volumes(name, spec.get("volumes") or []),
+            remediation_policy=_remediation_policy(name, spec.get("remediation")),
         )
+
+
+REMEDIATION_POLICIES = ("Auto", "Manual", "MoveReplicas", "ReplaceVolume")
+
+
+def _remediation_policy(name: str, raw: Any) -> str | None:
+    """``spec.remediation.policy``: one of ``REMEDIATION_POLICIES`` or absent."""
+    if raw is None:
+        return None
+    policy = raw.get("policy") if isinstance(raw, Mapping) else raw
+    if policy is None:
+        return None
+    if policy not in REMEDIATION_POLICIES:
+        raise SpecError(
+            f"Broker {name}: spec.remediation.policy must be one of "
+            f"{', '.join(REMEDIATION_POLICIES)}, got {policy!r}"
+        )
+    return str(policy)
 
 
 def _volumes(name: str, entries: Sequence[Mapping[str, Any]]) -> tuple[VolumeSpec, ...]:

@@ -45,6 +45,10 @@ status), no wildcard.
 - apiGroups: [spindle.io]
   resources: [brokers, reassignments, rebalances]
   verbs: [get, list, watch, patch]
+# Remediation by MoveReplicas creates a Reassignment.
+- apiGroups: [spindle.io]
+  resources: [reassignments]
+  verbs: [create]
 - apiGroups: [spindle.io]
   resources: [logvolumes]
   verbs: [get, list, watch, create, patch, delete]

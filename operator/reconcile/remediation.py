@@ -1,0 +1,303 @@
+"""The remediation step of a Broker's refresh: gather the facts, ask the pure decision
+(``specs.remediation.decide``), carry out the one action it names, keep its record.
+
+Runs after ``observe_volumes`` (the broker was just asked) and before ``volume_status``,
+which writes each LogVolume's status with the step's record, shown state and ``Remediating``
+condition laid over what the evidence says (``overlay``). The actions are the only writes:
+
+* ``replace-claim``: delete the failed volume's claim (precondition: its uid is the one the
+  record names, so a claim made since is never touched), then the broker Pod. The claim waits
+  (``kubernetes.io/pvc-protection``) until the Pod is gone; the Broker's reconcile, woken by
+  those deletions, makes a new claim of the same name and a new Pod, which mounts the new,
+  empty file system;
+* ``restart-pod``: delete the Pod the record names (resuming after a crash in between);
+* ``create-reassignment``: a Reassignment replacing this broker in each affected partition.
+
+The cluster's metadata (replicas, ISR, offline replicas) is read only while some volume of
+the broker is Offline or being remediated, from every broker of the cluster (the broker in
+question may be restarting).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from spindle.operator import specs
+from spindle.operator.kube import BROKERS, PODS, PVCS, REASSIGNMENTS, KubeError
+from spindle.operator.reconcile.context import Context
+from spindle.operator.specs import Obj
+from spindle.operator.specs.names import API_VERSION
+from spindle.operator.specs.remediation import (
+    ACTIVE_PHASES,
+    TP,
+    Facts,
+    PartitionState,
+    RemediationSettings,
+    Step,
+    decide,
+    parse_time,
+)
+from spindle.operator.specs.status import Condition, merge_conditions
+from spindle.operator.specs.volume_state import (
+    BrokerUnreachable,
+    Evidence,
+    decide_state,
+    find_failure,
+)
+
+LABEL_REMEDIATION = "spindle.io/remediation-of"
+
+
+class MetadataReader(Protocol):
+    """Metadata of the cluster, asked of ``servers``: partition -> replicas/ISR/offline;
+    raises ``BrokerUnreachable`` when no broker answers."""
+
+    def __call__(self, servers: list[str]) -> Mapping[TP, PartitionState]: ...
+
+
+@dataclass(frozen=True)
+class Remediator:
+    """What the remediation step needs from the operator: its settings, a metadata reader
+    and where a cluster's brokers listen (``reassignment.bootstrap_for``)."""
+
+    settings: RemediationSettings
+    metadata: MetadataReader
+    overrides: Mapping[str, str]
+
+
+def _policy(ctx: Context, settings: RemediationSettings) -> str:
+    return ctx.broker.remediation_policy or settings.default_policy
+
+
+def _brokers(ctx: Context) -> dict[int, str]:
+    """The cluster's Brokers in this namespace: broker id -> Service address (the rule of
+    ``reassignment.bootstrap_for``, keeping the ids for MoveReplicas' destinations)."""
+    out: dict[int, str] = {}
+    answer = ctx.api.request("GET", BROKERS.path(ctx.broker.namespace))
+    for b in answer.get("items") or []:
+        spec = b.get("spec") or {}
+        if spec.get("cluster") != ctx.broker.cluster:
+            continue
+        name = (b.get("status") or {}).get("serviceName") or b["metadata"]["name"]
+        out[int(spec["brokerId"])] = f"{name}.{ctx.broker.namespace}.svc:{spec.get('port') or 9092}"
+    return out
+
+
+def _observed(
+    current: Mapping[str, Any], evidence: Evidence, now: str
+) -> tuple[str, Any, str | None]:
+    """The state the evidence alone gives, its failure and the failure's ``since`` (the
+    same rule ``specs.logvolume_status`` writes)."""
+    state, failure = decide_state(current, evidence, find_failure(evidence))
+    if failure is None:
+        return state, None, None
+    old = current.get("failure") or {}
+    since = old.get("since") if old.get("source") == failure.source and old.get("since") else now
+    return state, failure, str(since)
+
+
+def _cluster(
+    ctx: Context, remediator: Remediator
+) -> tuple[Mapping[TP, PartitionState] | None, dict[int, int]]:
+    """The cluster's partitions (None when no broker answers) and its brokers with their
+    replica counts."""
+    addresses = _brokers(ctx)
+    servers = (
+        remediator.overrides[ctx.broker.cluster].split(",")
+        if ctx.broker.cluster in remediator.overrides
+        else sorted(addresses.values())
+    )
+    partitions: Mapping[TP, PartitionState] | None
+    try:
+        partitions = remediator.metadata(servers)
+    except BrokerUnreachable:
+        partitions = None
+    brokers = dict.fromkeys(addresses, 0)
+    for part in (partitions or {}).values():
+        for b in part.replicas:
+            brokers[b] = brokers.get(b, 0) + 1
+    return partitions, brokers
+
+
+def remediate(ctx: Context) -> None:
+    """Decide and act for every volume of the broker (see the module docstring)."""
+    remediator = ctx.remediator
+    if remediator is None or not isinstance(remediator, Remediator):
+        return
+    settings = remediator.settings
+    now = parse_time(ctx.now) or datetime.datetime.now(datetime.UTC)
+    records = {
+        v: dict((lv.get("status") or {}).get("remediation") or {})
+        for v, lv in ctx.logvolumes.items()
+    }
+    observed = {
+        v: _observed((ctx.logvolumes.get(v) or {}).get("status") or {}, e, ctx.now)
+        for v, e in ctx.evidence.items()
+    }
+    needed = any(o[0] == "Offline" for o in observed.values()) or any(
+        r.get("phase") in ACTIVE_PHASES for r in records.values()
+    )
+    if not needed and not any(records.values()):
+        return
+    partitions, brokers = _cluster(ctx, remediator) if needed else (None, {})
+    busy = {
+        v: specs.logvolume_name(ctx.broker.name, v)
+        for v, r in records.items()
+        if r.get("phase") in ACTIVE_PHASES
+    }
+    policy = _policy(ctx, settings)
+    for volume in ctx.broker.volumes:
+        if volume.id not in ctx.logvolumes or volume.id not in observed:
+            continue
+        facts = _facts(ctx, volume.id, policy, observed[volume.id], partitions, brokers)
+        others = [n for v, n in busy.items() if v != volume.id]
+        facts = replace(facts, busy_with=others[0] if others else None)
+        step = decide(records[volume.id] or None, facts, now, settings)
+        for type_, reason, message in step.events:
+            ctx.emit(type_, reason, message)
+        _act(ctx, volume.id, step)
+        ctx.remediation[volume.id] = step
+        if step.record and step.record.get("phase") in ACTIVE_PHASES:
+            busy[volume.id] = facts.volume
+
+
+def _facts(
+    ctx: Context,
+    volume_id: int,
+    policy: str,
+    observed: tuple[str, Any, str | None],
+    partitions: Mapping[TP, PartitionState] | None,
+    brokers: Mapping[int, int],
+) -> Facts:
+    state, failure, since = observed
+    evidence = ctx.evidence[volume_id]
+    claim = ctx.claims.get(volume_id) or {}
+    claim_meta = claim.get("metadata") or {}
+    pod_meta = (ctx.pod or {}).get("metadata") or {}
+    report = evidence.report
+    record = ((ctx.logvolumes[volume_id].get("status") or {}).get("remediation")) or {}
+    reassignment_phase = None
+    if record.get("phase") == "Moving" and record.get("reassignment"):
+        found = ctx.api.get(REASSIGNMENTS, ctx.broker.namespace, str(record["reassignment"]))
+        if found is not None:
+            reassignment_phase = str((found.get("status") or {}).get("phase") or "Pending")
+    return Facts(
+        broker_id=ctx.broker.broker_id,
+        volume=specs.logvolume_name(ctx.broker.name, volume_id),
+        policy=policy,
+        observed=state,
+        failure_source=failure.source if failure else None,
+        failure_message=failure.message if failure else None,
+        failure_since=since,
+        claim_uid=claim_meta.get("uid"),
+        claim_terminating=bool(claim_meta.get("deletionTimestamp")),
+        claim_bound=((claim.get("status") or {}).get("phase")) == "Bound",
+        pv_name=(claim.get("spec") or {}).get("volumeName"),
+        pod_uid=pod_meta.get("uid"),
+        pod_terminating=bool(pod_meta.get("deletionTimestamp")),
+        dir_online=report is not None and report.error is None,
+        hosted=frozenset(report.partitions)
+        if report is not None and report.error is None
+        else frozenset(),
+        partitions=partitions,
+        brokers=brokers,
+        reassignment_phase=reassignment_phase,
+    )
+
+
+def _delete(ctx: Context, path: str, uid: str) -> bool:
+    """DELETE with a uid precondition: only the very object the record names."""
+    body = {
+        "kind": "DeleteOptions",
+        "apiVersion": "v1",
+        "propagationPolicy": "Background",
+        "preconditions": {"uid": uid},
+    }
+    try:
+        ctx.api.request("DELETE", path, body=body)
+    except KubeError as exc:
+        if exc.status in (404, 409):  # gone, or a newer object of that name: not ours
+            return False
+        raise
+    return True
+
+
+def _act(ctx: Context, volume_id: int, step: Step) -> None:
+    record = step.record or {}
+    namespace = ctx.broker.namespace
+    name = specs.logvolume_name(ctx.broker.name, volume_id)
+    if step.action == "replace-claim":
+        claim = specs.pvc_name(ctx.broker.name, volume_id)
+        if _delete(ctx, PVCS.path(namespace, claim), str(record["oldClaimUid"])):
+            ctx.emit(
+                "Normal",
+                "RemediationClaimDeleted",
+                f"{name}: deleted claim {claim} (PV {record.get('oldPvName')})",
+            )
+    restart = step.action in ("replace-claim", "restart-pod") and record.get("oldPodUid")
+    if restart and _delete(ctx, PODS.path(namespace, ctx.broker.name), str(record["oldPodUid"])):
+        ctx.emit(
+            "Normal",
+            "RemediationPodRestarted",
+            f"{name}: deleted Pod {ctx.broker.name}; it comes back with the new volume",
+        )
+    if step.action == "create-reassignment" and step.reassignment is not None:
+        rname, moves = step.reassignment
+        body: Obj = {
+            "apiVersion": API_VERSION,
+            "kind": "Reassignment",
+            "metadata": {
+                "name": rname,
+                "namespace": namespace,
+                "labels": {LABEL_REMEDIATION: name, specs.LABEL_BROKER: ctx.broker.name},
+            },
+            "spec": {"cluster": ctx.broker.cluster, "partitions": [dict(m) for m in moves]},
+        }
+        try:
+            ctx.api.create(REASSIGNMENTS, namespace, body)
+            ctx.emit(
+                "Normal", "RemediationReassignmentCreated", f"{name}: created Reassignment {rname}"
+            )
+        except KubeError as exc:
+            if exc.status != 409:
+                raise
+
+
+def overlay(ctx: Context, volume_id: int, current: Mapping[str, Any], wanted: Obj) -> None:
+    """Lay the remediation's record, shown state and ``Remediating`` condition over the
+    status the evidence gives (``volume_status`` calls this before writing)."""
+    step = ctx.remediation.get(volume_id)
+    if step is None:
+        return
+    if step.record is not None:
+        wanted["remediation"] = step.record
+    if step.state is not None:
+        wanted["state"] = step.state
+        if current.get("state") == step.state and current.get("lastTransitionTime"):
+            wanted["lastTransitionTime"] = current["lastTransitionTime"]
+    if step.condition is not None:
+        merged = merge_conditions(
+            current.get("conditions") or [],
+            [step.condition],
+            now=ctx.now,
+            generation=int(wanted.get("observedGeneration") or 0),
+        )
+        others = [c for c in wanted.get("conditions") or [] if c.get("type") != "Remediating"]
+        wanted["conditions"] = [*others, *merged]
+
+
+def broker_condition(statuses: Mapping[str, Mapping[str, Any]]) -> Condition:
+    """The Broker's ``Remediating`` condition: which of its LogVolumes are being remediated."""
+    running = sorted(
+        f"{name} ({(s.get('remediation') or {}).get('phase')})"
+        for name, s in statuses.items()
+        if (s.get("remediation") or {}).get("phase") in ACTIVE_PHASES
+    )
+    if running:
+        return Condition(
+            "Remediating", "True", "VolumeRemediation", "remediating: " + ", ".join(running)
+        )
+    return Condition("Remediating", "False", "Idle", "no log directory is being remediated")
