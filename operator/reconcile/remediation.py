@@ -25,13 +25,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from spindle.operator import specs
+from spindle.operator import metrics, specs
 from spindle.operator.kube import BROKERS, PODS, PVCS, REASSIGNMENTS, KubeError
 from spindle.operator.reconcile.context import Context
 from spindle.operator.specs import Obj
 from spindle.operator.specs.names import API_VERSION
 from spindle.operator.specs.remediation import (
     ACTIVE_PHASES,
+    SHOWN_STATE,
     TP,
     Facts,
     PartitionState,
@@ -152,16 +153,35 @@ def remediate(ctx: Context) -> None:
     for volume in ctx.broker.volumes:
         if volume.id not in ctx.logvolumes or volume.id not in observed:
             continue
+        shown = ((ctx.logvolumes[volume.id].get("status") or {}).get("state")) or ""
+        if (
+            observed[volume.id][0] == "Offline"
+            and shown != "Offline"
+            and records[volume.id].get("phase") not in ACTIVE_PHASES
+        ):
+            continue  # show Offline (and its Event) first; remediation starts next pass
         facts = _facts(ctx, volume.id, policy, observed[volume.id], partitions, brokers)
         others = [n for v, n in busy.items() if v != volume.id]
         facts = replace(facts, busy_with=others[0] if others else None)
         step = decide(records[volume.id] or None, facts, now, settings)
         for type_, reason, message in step.events:
             ctx.emit(type_, reason, message)
+            _count(reason, step.record or {})
         _act(ctx, volume.id, step)
         ctx.remediation[volume.id] = step
         if step.record and step.record.get("phase") in ACTIVE_PHASES:
             busy[volume.id] = facts.volume
+
+
+def _count(reason: str, record: Mapping[str, Any]) -> None:
+    """The operator's remediation counters (``operator.metrics``), from the Event reasons."""
+    counter = {
+        "RemediationStarted": metrics.REMEDIATIONS_STARTED,
+        "RemediationSucceeded": metrics.REMEDIATIONS_SUCCEEDED,
+        "RemediationFailed": metrics.REMEDIATIONS_FAILED,
+    }.get(reason)
+    if counter is not None and record.get("policy") in metrics.REMEDIATION_ACTIONS:
+        counter.labels(action=str(record["policy"])).inc()
 
 
 def _facts(
@@ -199,6 +219,12 @@ def _facts(
         pod_uid=pod_meta.get("uid"),
         pod_terminating=bool(pod_meta.get("deletionTimestamp")),
         dir_online=report is not None and report.error is None,
+        broker_hosted=frozenset(
+            tp
+            for e in ctx.evidence.values()
+            if e.report is not None and e.report.error is None
+            for tp in e.report.partitions
+        ),
         hosted=frozenset(report.partitions)
         if report is not None and report.error is None
         else frozenset(),
@@ -271,7 +297,9 @@ def overlay(ctx: Context, volume_id: int, current: Mapping[str, Any], wanted: Ob
     status the evidence gives (``volume_status`` calls this before writing)."""
     step = ctx.remediation.get(volume_id)
     if step is None:
-        return
+        step = _standing(current)
+        if step is None:
+            return
     if step.record is not None:
         wanted["remediation"] = step.record
     if step.state is not None:
@@ -287,6 +315,27 @@ def overlay(ctx: Context, volume_id: int, current: Mapping[str, Any], wanted: Ob
         )
         others = [c for c in wanted.get("conditions") or [] if c.get("type") != "Remediating"]
         wanted["conditions"] = [*others, *merged]
+
+
+def _standing(current: Mapping[str, Any]) -> Step | None:
+    """A pass that did not decide (a full reconcile, which runs on events, not on a fresh
+    broker answer) keeps what the last decision showed: the state and the condition."""
+    record = current.get("remediation")
+    if not record:
+        return None
+    kept = [
+        Condition(
+            str(c.get("type")), str(c.get("status")), str(c.get("reason")), str(c.get("message"))
+        )
+        for c in current.get("conditions") or []
+        if c.get("type") == "Remediating"
+    ]
+    return Step(
+        "none",
+        None,
+        SHOWN_STATE.get(str(record.get("phase"))),
+        kept[0] if kept else None,
+    )
 
 
 def broker_condition(statuses: Mapping[str, Mapping[str, Any]]) -> Condition:

@@ -117,6 +117,8 @@ class Facts:
     dir_online: bool = False
     #: Partitions the broker reports in the directory now (while it is online).
     hosted: frozenset[TP] = frozenset()
+    #: Partitions the broker reports in any of its online directories (rebuilt or not).
+    broker_hosted: frozenset[TP] = frozenset()
     #: The cluster's partitions (None: the metadata could not be read this pass).
     partitions: Mapping[TP, PartitionState] | None = None
     #: The cluster's brokers (for MoveReplicas destinations), with their replica counts.
@@ -177,11 +179,14 @@ def only_copies(facts: Facts, affected: Sequence[TP]) -> list[TP]:
 
 
 def lagging(facts: Facts) -> list[TP]:
-    """Partitions this broker replicates but is not in the ISR of (not rebuilt yet)."""
+    """Partitions this broker replicates but does not host in an online directory yet, or is
+    not in the ISR of (not rebuilt yet). Both: an ISR read a moment before the controller
+    took in the broker's new directory could still name it."""
     return sorted(
         tp
         for tp, part in (facts.partitions or {}).items()
-        if facts.broker_id in part.replicas and facts.broker_id not in part.isr
+        if facts.broker_id in part.replicas
+        and (facts.broker_id not in part.isr or tp not in facts.broker_hosted)
     )
 
 

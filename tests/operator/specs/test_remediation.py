@@ -166,6 +166,7 @@ def rebuilding(
         pod_uid="pod-new",
         dir_online=True,
         partitions=partitions,
+        broker_hosted=frozenset(partitions),
     )
     step = step_at(record, facts, 20)
     assert step.record is not None
@@ -185,6 +186,11 @@ def test_rebuilding_ends_when_the_broker_is_back_in_every_isr() -> None:
     assert step.record is not None
     assert "2 partition(s) catching up" in step.record["message"]
     in_sync = {tp: PartitionState(p.replicas, p.replicas) for tp, p in catching_up.items()}
+    # An ISR naming the broker while it does not host the replica yet is not believed.
+    not_there = replace(facts, partitions=in_sync, broker_hosted=frozenset({("logs", 0)}))
+    early = step_at(step.record, not_there, 40)
+    assert early.record is not None
+    assert "2 partition(s) catching up" in early.record["message"]
     done = step_at(step.record, replace(facts, partitions=in_sync), 95)
     assert done.state is None  # the observed state (Active) stands
     assert done.record is not None
