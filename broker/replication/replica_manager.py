@@ -347,13 +347,13 @@ class ReplicaManager:
         part = topic.partitions.get(tp.partition) if topic is not None else None
         return None if topic is None or part is None else (topic, part)
 
-    def leader_holds_back(self, tp: TopicPartition, replica_id: int) -> bool:
-        """Kafka's ``shouldLeaderThrottle``: leave ``tp``'s data out of this follower fetch
-        because the leader quota is exceeded, ``tp`` is throttled here and the follower is
-        not in the ISR (an in-sync follower is never held back)."""
-        quota = self.throttles.leader
-        if quota.unlimited or not quota.is_exceeded():
-            return False
+    def leader_quota_exceeded(self) -> bool:
+        """Is the leader quota exceeded now? (Asked once per follower fetch.)"""
+        return self.throttles.leader.is_exceeded()
+
+    def leader_throttles(self, tp: TopicPartition, replica_id: int) -> bool:
+        """Kafka's ``shouldLeaderThrottle`` once the quota is exceeded: ``tp`` is throttled
+        here and the follower is not in its ISR (an in-sync follower is never held back)."""
         found = self._part(tp)
         if found is None:
             return False

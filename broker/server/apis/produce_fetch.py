@@ -125,13 +125,15 @@ def _fetch_partition(
     budget: int,
     allowed: bool,
     replica_id: int = -1,
+    quota_exceeded: bool = False,
 ) -> tuple[dict[str, Any], int, bool]:
     """Read one partition of a fetch: its response, the bytes it carries and whether the
     replication throttle held its data back. Errors are answered in ``error_code`` (and end
     a long poll). A follower's fetch (``replica_id`` >= 0) records its position with the
     leader and reads up to the log end, not the high watermark (Kafka's replica fetch); a
-    throttled partition's data is left out while the leader quota is exceeded (the fetch is
-    not failed) and what is sent counts against the quota."""
+    throttled partition's data is left out when the leader quota was exceeded as the request
+    was read (``quota_exceeded``; the fetch is not failed) and what is sent counts against
+    the quota."""
     out: dict[str, Any] = {
         "partition_index": p.partition,
         "error_code": 0,
@@ -150,7 +152,7 @@ def _fetch_partition(
         if replica_id >= 0:
             partition_log = broker.replicas.follower_fetch(tp, replica_id, p.fetch_offset)
             hw = partition_log.log_end_offset
-            if broker.replicas.leader_holds_back(tp, replica_id):
+            if quota_exceeded and broker.replicas.leader_throttles(tp, replica_id):
                 held = True
                 budget = 0
         else:
@@ -185,6 +187,11 @@ def _read_fetch(
     total = 0
     any_error = False
     any_held = False
+    replica_id = getattr(body, "replica_id", -1)
+    # Kafka decides per response: while the leader quota is not exceeded, every partition of
+    # this follower fetch gets its data (and the bytes are counted), so one response is the
+    # most the quota can be overrun by.
+    quota_exceeded = replica_id >= 0 and broker.replicas.leader_quota_exceeded()
     for t in body.topics:
         allowed = broker.allowed(ctx, Operation.READ, ResourceType.TOPIC, t.topic)
         parts = []
@@ -195,7 +202,8 @@ def _read_fetch(
                 p,
                 budget,
                 allowed,
-                getattr(body, "replica_id", -1),
+                replica_id,
+                quota_exceeded,
             )
             total += size
             budget -= size
