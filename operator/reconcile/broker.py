@@ -46,6 +46,7 @@ from spindle.operator.reconcile.logvolume import (
 from spindle.operator.reconcile.release import read_released, reattach_released, release_removed
 from spindle.operator.reconcile.remediation import broker_condition, remediate
 from spindle.operator.specs import BrokerSpec, Condition
+from spindle.operator.specs.broker_status import broker_conditions
 
 
 def apply_config(ctx: Context) -> None:
@@ -79,30 +80,16 @@ def broker_status(ctx: Context) -> None:
     total = len(ctx.broker.volumes)
     if ctx.pod is None:
         ctx.pod = ctx.api.get(PODS, ctx.broker.namespace, ctx.broker.name)
-    phase = specs.broker_phase(ctx.pod, online, total)
-    if phase == "Running" and not ctx.diff.allowed:
-        phase = "Degraded"  # serving, but not as declared: the refused edit is pending
-    if ctx.diff.allowed:
-        reconciled = Condition("Reconciled", "True", "Reconciled", "owned objects match the spec")
-    else:
-        reconciled = Condition("Reconciled", "False", ctx.diff.reason(), ctx.diff.message())
-    ready = Condition(
-        "Ready",
-        "True" if phase == "Running" else "False",
-        "BrokerRunning" if phase == "Running" else f"Broker{phase}",
-        f"pod {ctx.broker.name} is {((ctx.pod or {}).get('status') or {}).get('phase', 'missing')}; "
-        f"{online}/{total} log directories online",
-    )
-    offline = [
-        f"{specs.logvolume_name(ctx.broker.name, v.id)} ({(s.get('failure') or {}).get('source')})"
-        for v in ctx.broker.volumes
-        if (s := (ctx.logvolumes.get(v.id) or {}).get("status") or {}).get("state") == "Offline"
-    ]
-    degraded = Condition(
-        "Degraded",
-        "True" if offline else "False",
-        "VolumesOffline" if offline else "AllVolumesOnline",
-        f"offline: {', '.join(offline)}" if offline else "no log directory is offline",
+    phase, ready, reconciled, degraded = broker_conditions(
+        ctx.broker.name,
+        ctx.pod,
+        [
+            (specs.logvolume_name(ctx.broker.name, v.id), ctx.logvolumes[v.id].get("status") or {})
+            for v in ctx.broker.volumes
+            if v.id in ctx.logvolumes
+        ],
+        declared=total,
+        refusal=None if ctx.diff.allowed else (ctx.diff.reason(), ctx.diff.message()),
     )
     wanted: dict[str, Any] = {
         "observedGeneration": ctx.broker.generation,
