@@ -123,6 +123,13 @@ class BrokerSettings(GroupSettings):
         ge=1,
         description="An in-sync follower not caught up for this long leaves the ISR.",
     )
+    min_insync_replicas: int = Field(
+        1,
+        alias="min.insync.replicas",
+        ge=1,
+        description="acks=all needs at least this many in-sync replicas (a topic's own "
+        "min.insync.replicas wins; read by the replica manager from the static configs).",
+    )
     log_dir_failure_timeout_ms: int = Field(
         30_000,
         alias="log.dir.failure.timeout.ms",

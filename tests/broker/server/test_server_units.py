@@ -46,6 +46,15 @@ def test_settings_split_between_broker_and_storage() -> None:
     assert storage.log_segment_bytes == 1048576
 
 
+def test_broker_level_min_insync_replicas_is_a_known_key() -> None:
+    broker, _ = settings_from_properties(
+        {"node.id": "1", "log.dirs": "/x", "min.insync.replicas": "2"}
+    )
+    assert broker.min_insync_replicas == 2
+    with pytest.raises(ConfigError, match=r"min\.insync\.replicas"):
+        settings_from_properties({"node.id": "1", "log.dirs": "/x", "min.insync.replicas": "0"})
+
+
 def test_bad_values_and_listeners_are_refused_naming_the_key() -> None:
     with pytest.raises(ConfigError, match=r"node\.id"):
         settings_from_properties({"log.dirs": "/x"})
