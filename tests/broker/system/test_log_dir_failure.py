@@ -100,7 +100,8 @@ def _place(cluster: Cluster, plan_file: Path) -> None:
                 "log_dirs": [cluster.brokers[b].log_dirs[index] for b in replicas],
             }
         )
-    cluster.reassign({"version": 1, "partitions": partitions}, plan_file)
+    cluster.execute_reassignment({"version": 1, "partitions": partitions}, plan_file)
+    cluster.verify_reassignment(plan_file)
     for node, broker in cluster.brokers.items():
         for topic, (_m, index) in TOPICS.items():
             assert (Path(broker.log_dirs[index]) / f"{topic}-0").is_dir(), (node, topic)
