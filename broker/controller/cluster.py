@@ -49,6 +49,7 @@ from .partition_change import (
     change_partition,
     elect_preferred,
     elect_unclean,
+    ineligible_joiners,
     lost_dirs,
     on_broker_fenced,
     on_broker_unfenced,
@@ -146,6 +147,11 @@ class ClusterController(SingleBrokerController):
     def _eligible(self, broker: int) -> bool:
         session = self.store.sessions.get(broker)
         return session is not None and not session.wants_fence
+
+    def _ineligible_joiners(self, part: PartitionState, isr: list[int]) -> list[int]:
+        return ineligible_joiners(
+            part, isr, active=self._active_brokers(), offline_dirs=self._offline_dirs()
+        )
 
     def _active_brokers(self) -> set[int]:
         return {b for b, s in self.store.sessions.items() if not s.wants_fence}

@@ -377,6 +377,10 @@ class SingleBrokerController:
         """May ``broker`` lead or join an ISR? (One broker: always; see ClusterController.)"""
         return True
 
+    def _ineligible_joiners(self, part: PartitionState, isr: list[int]) -> list[int]:
+        """The brokers ``isr`` adds to ``part``'s ISR that may not join it."""
+        return [b for b in isr if b not in part.isr and not self._eligible(b)]
+
     async def alter_partition_isr(
         self, tp: TopicPartition, leader_id: int, leader_epoch: int, isr: list[int]
     ) -> None:
@@ -390,10 +394,11 @@ class SingleBrokerController:
         for attempt in range(ASSIGN_ATTEMPTS):
             topic = self._topic(tp.topic)
             part = _isr_request_checked(topic, tp, leader_id, leader_epoch, isr)
-            added = [b for b in isr if b not in part.isr and not self._eligible(b)]
+            added = self._ineligible_joiners(part, isr)
             if added:
                 raise KafkaError(
-                    f"brokers {added} are fenced or offline and cannot join the isr of {tp}",
+                    f"brokers {added} are fenced or offline, or their replica's directory is, "
+                    f"and cannot join the isr of {tp}",
                     ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 )
             new = change_partition(part, isr=list(isr), acceptable=self._eligible)

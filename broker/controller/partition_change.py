@@ -172,6 +172,26 @@ def replica_online(
     return d != LOST_DIR and d not in offline_dirs
 
 
+def ineligible_joiners(
+    part: PartitionState,
+    isr: list[int],
+    *,
+    active: Collection[int],
+    offline_dirs: Mapping[int, Collection[str]],
+) -> list[int]:
+    """The brokers an AlterPartition's ``isr`` adds to ``part``'s ISR that may not join it
+    (Kafka's INELIGIBLE_REPLICA, KIP-841/858): fenced or gone, or their replica in an offline
+    or LOST directory. The directory matters as much as the broker: a follower whose replica's
+    directory failed is still live, and a leader that saw it fetch would re-add it to an ISR
+    the directory-offline rule takes it out of again, write after write."""
+    return [
+        b
+        for b in isr
+        if b not in part.isr
+        and not replica_online(part, b, active=active, offline_dirs=offline_dirs.get(b, ()))
+    ]
+
+
 def acceptable_for(
     part: PartitionState,
     *,

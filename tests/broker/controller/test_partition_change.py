@@ -14,6 +14,7 @@ from spindle.broker.controller.partition_change import (
     change_partition,
     elect_preferred,
     elect_unclean,
+    ineligible_joiners,
     leader_imbalance,
     on_broker_fenced,
     on_broker_unfenced,
@@ -262,3 +263,15 @@ def test_replicas_in_a_directory_the_registration_no_longer_lists_are_lost() -> 
     p3 = changes[3]
     assert (p3.directories, p3.leader, p3.isr) == ([LOST_DIR, "d2a"], NO_LEADER, [1])
     assert not acceptable_for(p3, active=ALL, offline_dirs={})(1)
+
+
+def test_a_replica_in_an_offline_or_lost_directory_may_not_join_the_isr() -> None:
+    p = part(0, [1, 2, 3], 1, [1, 2], dirs=["d1a", "d2a", "d3a"])
+    # Broker 3 is live and unfenced, but its replica's directory has failed.
+    assert ineligible_joiners(p, [1, 2, 3], active=ALL, offline_dirs={3: {"d3a"}}) == [3]
+    assert ineligible_joiners(p, [1, 2, 3], active=ALL, offline_dirs={3: {"d3b"}}) == []
+    lost = part(0, [1, 2, 3], 1, [1, 2], dirs=["d1a", "d2a", LOST_DIR])
+    assert ineligible_joiners(lost, [1, 2, 3], active=ALL, offline_dirs={}) == [3]
+    assert ineligible_joiners(p, [1, 2, 3], active={1, 2}, offline_dirs={}) == [3]
+    # Members already in the ISR are not joining: the leader may keep them while shrinking.
+    assert ineligible_joiners(p, [1, 2], active={1}, offline_dirs={2: {"d2a"}}) == []
