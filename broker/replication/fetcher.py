@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from spindle.broker.common.errors import ErrorCode, KafkaError
+from spindle.broker.common.errors import ErrorCode, KafkaError, KafkaStorageError
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.storage import LogManager
 
@@ -168,8 +168,8 @@ class ReplicaFetcher:
         by_topic: dict[str, list[Any]] = {}
         for tp in tps:
             replica = self._logs.get_log(tp)
-            if replica is None:
-                continue
+            if replica is None or self._logs.is_partition_offline(tp):
+                continue  # a replica in a failed directory fetches nothing (KIP-112)
             by_topic.setdefault(tp.topic, []).append(
                 FetchRequest.FetchTopic.FetchPartition(
                     partition=tp.partition,
@@ -209,7 +209,13 @@ class ReplicaFetcher:
                     continue
                 records = whole_batches(bytes(p.records or b""))
                 if records:
-                    replica.append(records, assign_offsets=False)
+                    try:
+                        replica.append(records, assign_offsets=False)
+                    except KafkaStorageError as exc:
+                        # Its directory just failed (the failure channel took it offline):
+                        # only this partition stops; the others from this leader go on.
+                        log.warning("%s: cannot append what %d sent: %s", tp, self.leader_id, exc)
+                        continue
                     self.fetched_bytes += len(records)
                     self._pacer.fetched(tp, len(records), sent_at)
                 replica.high_watermark = min(p.high_watermark, replica.log_end_offset)

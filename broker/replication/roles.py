@@ -77,8 +77,8 @@ class PartitionRoles:
                     continue
                 tp = TopicPartition(name, part.partition)
                 replica = self.logs.get_log(tp)
-                if replica is None:
-                    continue
+                if replica is None or self.logs.is_partition_offline(tp):
+                    continue  # an offline replica neither leads nor follows (KIP-112)
                 if part.leader == self.node_id:
                     led.add(tp)
                     self._lead(tp, part, replica, now)
