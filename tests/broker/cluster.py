@@ -225,6 +225,14 @@ class Cluster:
         assert "Successfully started" in out, out
         return out
 
+    def reassign(
+        self, plan: dict[str, object], plan_file: Path, *execute: str, timeout_s: float = 120
+    ) -> str:
+        """:meth:`execute_reassignment` then :meth:`verify_reassignment`: the last --verify
+        output (that run also clears the throttles)."""
+        self.execute_reassignment(plan, plan_file, *execute)
+        return self.verify_reassignment(plan_file, timeout_s=timeout_s)
+
     def verify_reassignment(self, plan_file: Path, *, timeout_s: float = 120) -> str:
         """``kafka-reassign-partitions --verify`` every second until no partition or log-dir
         move is in progress; its last output (that run also clears the throttles)."""
