@@ -224,6 +224,7 @@ class ReplicaFetcher:
         connection: LeaderConnection | None = None
         s = self._settings
         timeout_s = s.max_wait_ms / 1000 + 10
+        due: float | None = None
         try:
             while not self._stopped:
                 tps = sorted(self.partitions, key=lambda tp: (tp.topic, tp.partition))
@@ -240,6 +241,7 @@ class ReplicaFetcher:
                     wait_s = self._pacer.delay()
                     max_wait_ms = min(s.max_wait_ms, max(1, int(wait_s * 1000) + 1))
                     if not tps:
+                        due = self._pacer.now() + wait_s
                         await asyncio.sleep(wait_s)
                         continue
                 where = self._endpoint(self.leader_id)
@@ -251,7 +253,9 @@ class ReplicaFetcher:
                         await connection.close()
                     connection = LeaderConnection(*where, client_id=f"replica-{self.node_id}")
                 try:
-                    sent_at = self._pacer.now()
+                    # Bytes count from when this fetch was due (a late wake-up costs no rate).
+                    sent_at = self._pacer.now() if due is None else min(due, self._pacer.now())
+                    due = None
                     response = await connection.call(
                         self._request(tps, max_wait_ms), FetchResponse, timeout_s=timeout_s
                     )

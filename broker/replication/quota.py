@@ -23,7 +23,9 @@ admitted over any interval of length ``T`` are at most ``rate * T`` plus the one
 last (one partition's fetch). Kafka's sampled rate allows a burst of up to ten windows' worth
 after an idle period (the rate is averaged over the full sample span); the meter allows none,
 which is what makes the measured rate of a throttled reassignment match the set rate. Idle
-time earns no credit. Hand-written because it is a dozen lines over the injected clock.
+time earns no credit; the only lateness forgiven is the quota's own: bytes read after waiting
+for the quota count from when the wait was due to end (``record(at=...)``), so a wake-up that
+a loaded machine delivers late does not lower the rate. Hand-written because it is a dozen lines over the injected clock.
 
 Pure logic over an injected clock; event loop only (not thread-safe).
 """

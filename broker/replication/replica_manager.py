@@ -362,15 +362,16 @@ class ReplicaManager:
             topic.configs, tp.partition
         )
 
-    def leader_sent(self, tp: TopicPartition, nbytes: int) -> None:
-        """Count bytes returned to a follower for ``tp`` if ``tp`` is throttled here."""
+    def leader_sent(self, tp: TopicPartition, nbytes: int, *, at: float | None = None) -> None:
+        """Count bytes returned to a follower for ``tp`` if ``tp`` is throttled here, from
+        ``at`` (when a held-back fetch was due to be read again) or now."""
         found = self._part(tp)
         if (
             found is not None
             and nbytes > 0
             and self.throttles.leader_throttled(found[0].configs, tp.partition)
         ):
-            self.throttles.leader.record(nbytes)
+            self.throttles.leader.record(nbytes, at=at)
 
     def leader_throttle_delay(self) -> float:
         """Seconds until the leader quota lets held-back data out again."""

@@ -100,15 +100,21 @@ async def fetch(broker: ApiContext, ctx: RequestContext, req: Request) -> dict[s
     body = req.body
     deadline = broker.clock.monotonic() + body.max_wait_ms / 1000.0
     min_bytes = max(body.min_bytes, 0)
+    due: float | None = None
     while True:
-        responses, total, any_error, held = _read_fetch(broker, ctx, body)
-        remaining = deadline - broker.clock.monotonic()
+        responses, total, any_error, held = _read_fetch(broker, ctx, body, due)
+        due = None
+        now = broker.clock.monotonic()
+        remaining = deadline - now
         if total >= min_bytes or any_error or remaining <= 0 or min_bytes == 0:
             break
         _close_fetch_regions(responses)
         if held:
-            # A throttled partition was left out: read again once the leader quota allows.
-            remaining = min(remaining, max(broker.replicas.leader_throttle_delay(), 0.001))
+            # A throttled partition was left out: read again once the leader quota allows,
+            # and count what is read then from that moment (a late wake-up costs no rate).
+            wait = max(broker.replicas.leader_throttle_delay(), 0.001)
+            due = now + wait
+            remaining = min(remaining, wait)
         await broker.replicas.appends.wait(remaining)
     return {
         "throttle_time_ms": 0,
@@ -126,6 +132,7 @@ def _fetch_partition(
     allowed: bool,
     replica_id: int = -1,
     quota_exceeded: bool = False,
+    due: float | None = None,
 ) -> tuple[dict[str, Any], int, bool]:
     """Read one partition of a fetch: its response, the bytes it carries and whether the
     replication throttle held its data back. Errors are answered in ``error_code`` (and end
@@ -172,15 +179,16 @@ def _fetch_partition(
         )
         size = got.size
         if replica_id >= 0:
-            broker.replicas.leader_sent(tp, size)
+            broker.replicas.leader_sent(tp, size, at=due)
     return out, size, held
 
 
 def _read_fetch(
-    broker: ApiContext, ctx: RequestContext, body: Any
+    broker: ApiContext, ctx: RequestContext, body: Any, due: float | None = None
 ) -> tuple[list[dict[str, Any]], int, bool, bool]:
     """(responses, bytes, whether any partition failed, whether the replication throttle
-    held any partition's data back)."""
+    held any partition's data back). ``due``: when a follower fetch held back before was
+    due to be read again (the time its bytes count from)."""
     has_limit = body.max_bytes is not None and body.max_bytes > 0
     budget = body.max_bytes if has_limit else DEFAULT_FETCH_MAX_BYTES
     responses = []
@@ -204,6 +212,7 @@ def _read_fetch(
                 allowed,
                 replica_id,
                 quota_exceeded,
+                due,
             )
             total += size
             budget -= size

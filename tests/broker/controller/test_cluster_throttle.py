@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -20,6 +21,8 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from spindle.broker.controller.etcd import EtcdClient
+from spindle.broker.controller.store import MetadataStore
 
 from ..cluster import Cluster
 from ..conftest import Etcd
@@ -83,6 +86,28 @@ def _throttle_configs(cluster: Cluster, topic: str) -> list[str]:
     return found
 
 
+def _stored_throttles(cluster: Cluster, topic: str) -> list[str]:
+    """Every throttle config the cluster metadata in etcd still holds (brokers, ``topic``)."""
+
+    async def read() -> list[str]:
+        client = EtcdClient([cluster.etcd_url])
+        try:
+            store = MetadataStore(client, prefix=cluster.prefix)
+            await store.load()
+            found = [
+                f"broker {scope or 'default'}: {k}"
+                for scope, configs in store.broker_configs.items()
+                for k in configs
+                if k in THROTTLE_KEYS
+            ]
+            configs = store.topics[topic].configs
+            return found + [f"topic {topic}: {k}" for k in configs if k in THROTTLE_KEYS]
+        finally:
+            await client.close()
+
+    return asyncio.run(read())
+
+
 def test_throttled_reassignment_completes_and_verify_lifts_the_throttles(
     cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -113,8 +138,8 @@ def test_cancelled_throttled_reassignment_restores_the_original_replicas_without
     plan_file = tmp_path / "cancel.json"
     plan_file.write_text(json.dumps(_plan(topic, {0: [1, 3], 1: [2, 3]})))
     args = ("kafka-reassign-partitions", "--reassignment-json-file", str(plan_file))
-    # 2 x 8 MB to copy to broker 3 at 500 kB/s: in progress for ~30 s.
-    out = cluster.tool(*args, "--execute", "--throttle", "500000")
+    # 2 x 8 MB to copy to broker 3 at 200 kB/s: in progress for ~80 s.
+    out = cluster.tool(*args, "--execute", "--throttle", "200000")
     assert "Successfully started partition reassignments" in out, out
     moving = cluster.wait(
         "broker 3 to start fetching",
@@ -126,7 +151,7 @@ def test_cancelled_throttled_reassignment_restores_the_original_replicas_without
         0: ([1, 3, 2], [2]),
         1: ([2, 3, 1], [1]),
     }
-    assert _throttle_configs(cluster, topic) != []
+    assert _stored_throttles(cluster, topic) != []  # (etcd: no JVM start-up before --cancel)
     producer.wait_acked(100)  # producing goes on during the throttled move
     out = cluster.tool(*args, "--cancel")
     assert "Successfully cancelled partition reassignments" in out, out
@@ -146,6 +171,7 @@ def test_cancelled_throttled_reassignment_restores_the_original_replicas_without
         assert time.monotonic() < deadline, "broker 3 kept its cancelled replicas"
         time.sleep(0.2)
     assert _throttle_configs(cluster, topic) == []
+    assert _stored_throttles(cluster, topic) == []
     producer.wait_acked(100)
     result = verify_consumed(cluster.bootstrap(), producer)
     print(result)

@@ -113,3 +113,19 @@ def test_malformed_throttled_replica_list_is_invalid_config(bad: str) -> None:
         apply_config_changes({}, [change], allowed=frozenset({change.name}))
     assert err.value.code == ErrorCode.INVALID_CONFIG
     assert bad.split(",")[-1].strip() in str(err.value) or bad in str(err.value)
+
+
+def test_a_late_wake_up_costs_no_rate() -> None:
+    clock = FakeClock()
+    quota = ReplicationQuota(clock=clock, rate=MB)
+    quota.record(MB // 10)
+    due = clock.monotonic() + quota.delay()
+    clock.advance(quota.delay() + 0.05)  # the event loop woke the waiter 50 ms late
+    quota.record(MB // 10, at=due)  # counted from when the wait was due to end
+    assert quota.delay() == pytest.approx(0.05)
+    # Without ``at`` the 50 ms would be lost: the next read would wait the full 100 ms.
+    late = ReplicationQuota(clock=clock, rate=MB)
+    late.record(MB // 10)
+    clock.advance(0.15)
+    late.record(MB // 10)
+    assert late.delay() == pytest.approx(0.1)
