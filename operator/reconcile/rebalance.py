@@ -114,8 +114,19 @@ def start(ctx: Pass) -> None:
     if ctx.spec.get("stop"):
         ctx.phase("Stopped", "Stopped", "stopped before planning")
         return
-    planner.forget(ctx.api, ctx.ns, ctx.plan_name)  # a stale plan must not be read back
-    planner.launch(ctx.api, ctx.body, image=ctx.image, bootstrap=ctx.bootstrap)
+    planner.forget(ctx.api, ctx.ns, str(ctx.meta["name"]))  # a stale plan must not be read
+    try:
+        planner.launch(ctx.api, ctx.body, image=ctx.image, bootstrap=ctx.bootstrap)
+    except planner.PlannerAccountMissing as exc:  # waits: the next pass tries again
+        if not any(
+            c.get("type") == "PlannerReady" and c.get("status") == "False"
+            for c in ctx.status.get("conditions") or []
+        ):
+            ctx.emit("Warning", "PlannerAccountMissing", str(exc))
+        ctx.conditions.append(Condition("PlannerReady", "False", "PlannerAccountMissing", str(exc)))
+        ctx.status["phase"] = "Pending"
+        return
+    ctx.conditions.append(Condition("PlannerReady", "True", "PlannerStarted", "planner launched"))
     ctx.status.update(plannerJob=ctx.plan_name, planningStartTime=ctx.stamp)
     ctx.status.pop("proposal", None)
     mode = (ctx.spec.get("planner") or {}).get("mode") or "Job"
@@ -124,7 +135,7 @@ def start(ctx: Pass) -> None:
 
 def planning(ctx: Pass) -> None:
     if ctx.spec.get("stop"):
-        planner.forget(ctx.api, ctx.ns, ctx.plan_name)
+        planner.forget(ctx.api, ctx.ns, str(ctx.meta["name"]))
         ctx.phase("Stopped", "Stopped", "stopped while planning")
         return
     docs = planner.read_result(ctx.api, ctx.ns, ctx.plan_name)

@@ -15,12 +15,17 @@ The Pod gathers its own snapshot from the brokers (Metadata + DescribeLogDirs:
 ``<rebalance>-plan``, so nothing large passes through the operator or the API server's
 watch of the Rebalance.
 
-RBAC: the planner's ServiceAccount ``spindle-planner`` is bound in the Rebalance's namespace to
-the ClusterRole ``spindle-planner`` (rules: ``PLANNER_RULES``): what Spark's driver needs (Pods,
-Services and ConfigMaps for executors; listing and deleting its own claims) and what the job
-needs to write its ConfigMap. Nothing cluster-wide. The chart does not install that
-ClusterRole yet (nor give the operator the rights to bind it); until it does, an administrator
-creates it.
+RBAC: the Pods run as ServiceAccount ``spindle-planner`` in the Rebalance's namespace, with a
+Role whose rules live in the chart (``charts/spindle/files/planner-rules.yaml``: what
+spark-submit and Spark's driver need for the driver and executor Pods, and writing the plan's
+ConfigMap). The chart ships account, Role and RoleBinding for each namespace in its
+``planner.namespaces``: the operator may not create RoleBindings, since that would let it grant
+its own rights onward.
+
+CPU: Spark asks Kubernetes for one core per driver and per executor by default, which a small
+node (two cores, brokers on it) cannot schedule. The planner asks for ``planner.resources``'
+CPU request when given, else ``DEFAULT_CPU_REQUEST``; a request is not a limit, so a planning
+run still uses whatever CPU is free.
 """
 
 from __future__ import annotations
@@ -32,12 +37,23 @@ from spindle.operator.specs.meta import Obj
 from spindle.operator.specs.names import API_VERSION, MANAGED_BY, mount_path
 
 PLANNER_ACCOUNT = "spindle-planner"
-PLANNER_CLUSTER_ROLE = "spindle-planner"
 LABEL_REBALANCE = "spindle.io/rebalance"
 JOB_MODES = ("Job", "SparkOnKubernetes")
 PLAN_MODULE = "spindle.operator.workloads.plan_job"
 #: A finished planner Job is removed after this long (its ConfigMap stays with the Rebalance).
 JOB_TTL_SECONDS = 3600
+#: CPU the planner's Pods request when ``planner.resources`` names none (see the docstring).
+DEFAULT_CPU_REQUEST = "250m"
+
+
+#: Runs ``spark-submit "$@"``; when it fails, its output without Java stack frames becomes the
+#: Pod's termination message (what the Rebalance's condition shows): otherwise the message is
+#: the log's last lines, which for a Java failure are frames of the trace, not its cause.
+SUBMIT_SCRIPT = (
+    'spark-submit "$@" 2>&1 | tee /tmp/spark-submit.log; rc=${PIPESTATUS[0]}; '
+    r'if [ "$rc" != 0 ]; then grep -Ev "^[[:space:]]+(at |\.\.\. )" /tmp/spark-submit.log '
+    "| tail -c 2000 > /dev/termination-log; fi; exit $rc"
+)
 
 
 def plan_name(rebalance: str) -> str:
@@ -105,13 +121,17 @@ def build_planner_job(
     if mode == "SparkOnKubernetes":
         executors = int(planner.get("executors") or 1)
         labels = _labels(rebalance)
+        cpu = str(
+            ((planner.get("resources") or {}).get("requests") or {}).get("cpu")
+            or DEFAULT_CPU_REQUEST
+        )
         conf = {
             "spark.kubernetes.namespace": meta["namespace"],
             "spark.kubernetes.container.image": image,
             "spark.kubernetes.container.image.pullPolicy": "IfNotPresent",
             "spark.kubernetes.authenticate.driver.serviceAccountName": PLANNER_ACCOUNT,
-            "spark.kubernetes.driver.pod.name": f"{name}-driver",
-            "spark.kubernetes.executor.podNamePrefix": f"{name}",
+            "spark.kubernetes.driver.request.cores": cpu,
+            "spark.kubernetes.executor.request.cores": cpu,
             "spark.kubernetes.submission.waitAppCompletion": "true",
             "spark.executor.instances": str(executors),
             "spark.executor.memory": str(planner.get("executorMemory") or "1g"),
@@ -120,7 +140,7 @@ def build_planner_job(
             **{f"spark.kubernetes.executor.label.{k}": v for k, v in labels.items()},
         }
         command = [
-            "spark-submit",
+            "bash", "-c", SUBMIT_SCRIPT, "spark-submit",
             "--master", "k8s://https://kubernetes.default.svc:443",
             "--deploy-mode", "cluster",
             "--name", name,
@@ -138,8 +158,8 @@ def build_planner_job(
         "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}],
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
-    if planner.get("resources"):
-        container["resources"] = dict(planner["resources"])
+    container["resources"] = dict(planner.get("resources") or {})
+    container["resources"].setdefault("requests", {"cpu": DEFAULT_CPU_REQUEST})
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -162,52 +182,3 @@ def build_planner_job(
             },
         },
     }
-
-
-def build_planner_account(namespace: str) -> list[Obj]:
-    """ServiceAccount ``spindle-planner`` and its RoleBinding to the chart's ClusterRole."""
-    labels = {"app.kubernetes.io/managed-by": MANAGED_BY}
-    return [
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": PLANNER_ACCOUNT, "namespace": namespace, "labels": labels},
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": PLANNER_ACCOUNT, "namespace": namespace, "labels": labels},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": PLANNER_CLUSTER_ROLE,
-            },
-            "subjects": [
-                {"kind": "ServiceAccount", "name": PLANNER_ACCOUNT, "namespace": namespace}
-            ],
-        },
-    ]
-
-
-#: The rules of the ``spindle-planner`` ClusterRole (the chart installs it; tests apply it).
-PLANNER_RULES: list[Obj] = [
-    {
-        "apiGroups": [""],
-        "resources": ["pods", "services", "configmaps"],
-        "verbs": [
-            "create",
-            "get",
-            "list",
-            "watch",
-            "patch",
-            "update",
-            "delete",
-            "deletecollection",
-        ],
-    },
-    {
-        "apiGroups": [""],
-        "resources": ["persistentvolumeclaims"],
-        "verbs": ["list", "deletecollection"],
-    },
-]

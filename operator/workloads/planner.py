@@ -1,9 +1,10 @@
 """Launch a Rebalance's planner workload and read its outcome (the operator's side).
 
-The objects come from the pure builders in ``spindle.operator.specs.planner``; this module
-only creates them (the ServiceAccount and RoleBinding applied one way, the Job created once:
-a Job's template cannot change, a new plan is a new Job) and reads back the Job's state and
-the ConfigMap the job wrote.
+The Job comes from the pure builder in ``spindle.operator.specs.planner``; this module only
+creates it (once: a Job's template cannot change, a new plan is a new Job) and reads back the
+Job's state and the ConfigMap the job wrote. The Job's ServiceAccount is the chart's
+(``planner.namespaces``): the operator checks that it exists, since a Job whose account is
+missing never gets a Pod and says so only in Events nobody links to the Rebalance.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spindle.operator.kube import CONFIGMAPS, JOBS, PODS, KubeApi, KubeError, apply_object
+from spindle.operator.kube import CONFIGMAPS, JOBS, PODS, SERVICEACCOUNTS, KubeApi, KubeError
 from spindle.operator.specs import planner as builders
 from spindle.operator.workloads import plan_job
 
@@ -30,19 +31,28 @@ class JobState:
     message: str = ""
 
 
+class PlannerAccountMissing(Exception):
+    """The namespace has no planner ServiceAccount: the chart was not told about it."""
+
+
 def launch(
     api: KubeApi, rebalance: Mapping[str, Any], *, image: str, bootstrap: Sequence[str]
 ) -> bool:
-    """Start the planner unless its Job exists; True when it was created now."""
+    """Start the planner unless its Job exists; True when it was created now.
+    ``PlannerAccountMissing`` when the namespace has no ``spindle-planner`` ServiceAccount."""
     namespace = rebalance["metadata"]["namespace"]
-    for obj in builders.build_planner_account(namespace):
-        try:
-            apply_object(api, obj)
-        except KubeError as exc:
-            # An operator without rights to RBAC objects (the chart does not grant them yet)
-            # relies on an administrator having created them; the Job then says if not.
-            if exc.status != 403:
-                raise
+    try:
+        account = api.get(SERVICEACCOUNTS, namespace, builders.PLANNER_ACCOUNT)
+    except KubeError as exc:
+        if exc.status != 403:  # not allowed to look: the Job will tell
+            raise
+        account = {}
+    if account is None:
+        raise PlannerAccountMissing(
+            f"namespace {namespace} has no ServiceAccount {builders.PLANNER_ACCOUNT} for the "
+            f"planner: add it to the chart's planner.namespaces (helm upgrade --reuse-values "
+            f"--set 'planner.namespaces={{...,{namespace}}}')"
+        )
     job = builders.build_planner_job(
         rebalance, image=image, bootstrap=bootstrap, plan_job_file=PLAN_JOB_FILE
     )
@@ -92,7 +102,11 @@ def read_result(api: KubeApi, namespace: str, name: str) -> dict[str, str] | Non
     return None if configmap is None else plan_job.decode(configmap)
 
 
-def forget(api: KubeApi, namespace: str, name: str) -> None:
-    """Remove a plan (Job and ConfigMap) so that the next one starts afresh."""
+def forget(api: KubeApi, namespace: str, rebalance: str) -> None:
+    """Remove a plan (Job, ConfigMap, a Spark driver left behind) so that the next one starts
+    afresh."""
+    name = builders.plan_name(rebalance)
     api.delete(JOBS, namespace, name)
     api.delete(CONFIGMAPS, namespace, name)
+    for pod in api.list(PODS, namespace, f"{builders.LABEL_REBALANCE}={rebalance}"):
+        api.delete(PODS, namespace, pod["metadata"]["name"])

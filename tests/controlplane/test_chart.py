@@ -67,11 +67,14 @@ def test_namespace_scope_grants_roles_only_in_the_watched_namespaces(
     manifest = helm_template(
         kube, "scoped", "ops", "--set", "operator.watchNamespaces={team-a,team-b}"
     )
-    # The dashboard's own rights are checked in tests/dashboard/test_chart_dashboard.py.
+    # The dashboard's own rights are checked in tests/dashboard/test_chart_dashboard.py, the
+    # planner's (spindle-planner, in the watched namespaces too) below.
     docs = [
         doc
         for doc in yaml.safe_load_all(manifest)
-        if doc and not doc["metadata"]["name"].endswith("-dashboard")
+        if doc
+        and not doc["metadata"]["name"].endswith("-dashboard")
+        and doc["metadata"]["name"] != "spindle-planner"
     ]
     roles = sorted((d["kind"], d["metadata"]["namespace"]) for d in docs if d["kind"] == "Role")
     assert roles == [("Role", "team-a"), ("Role", "team-b")]
@@ -159,6 +162,10 @@ def test_operator_service_account_may_do_its_job_and_nothing_more(
         ("delete", "configmaps"),
         ("create", "services"),
         ("create", "events"),
+        ("create", "reassignments.spindle.io"),  # a Rebalance's batches
+        ("create", "jobs.batch"),  # a Rebalance's planner
+        ("delete", "jobs.batch"),
+        ("get", "serviceaccounts"),  # the planner's, to say when it is missing
     ]
     for verb, resource, *sub in allowed:
         target = f"{resource}/{sub[0]}" if sub else resource
@@ -171,6 +178,8 @@ def test_operator_service_account_may_do_its_job_and_nothing_more(
         ("update", "pods"),
         ("create", "deployments.apps"),
         ("create", "rolebindings.rbac.authorization.k8s.io"),
+        ("create", "serviceaccounts"),
+        ("create", "serviceaccounts/token"),
     ]
     for verb, resource in denied:
         assert not can(verb, resource), f"operator may {verb} {resource}"
@@ -194,3 +203,70 @@ def test_helm_uninstall_removes_the_operator_and_keeps_the_crds(
     # Helm never deletes a chart's crds/: deleting them would delete every Broker and, through
     # owner references, the PVCs holding their data.
     kube.kubectl("get", "crd", *CRD_NAMES)
+
+
+PLANNER_RULES = yaml.safe_load((CHART / "files" / "planner-rules.yaml").read_text())
+
+
+def test_planner_account_role_and_binding_render_in_each_planner_namespace_from_one_rules_file(
+    kube: LocalControlPlane,
+) -> None:
+    from spindle.operator.specs.planner import PLANNER_ACCOUNT
+
+    def planner_docs(*values: str) -> list[dict[str, object]]:
+        manifest = helm_template(kube, "r", "ops", *values)
+        return [
+            doc for doc in yaml.safe_load_all(manifest)
+            if doc and doc["metadata"]["name"] == PLANNER_ACCOUNT
+        ]  # fmt: skip
+
+    docs = planner_docs("--set", "planner.namespaces={team-a,team-b}")
+    assert sorted((d["kind"], d["metadata"]["namespace"]) for d in docs) == [
+        (kind, ns)
+        for kind in ("Role", "RoleBinding", "ServiceAccount")
+        for ns in ("team-a", "team-b")
+    ]
+    for doc in docs:
+        if doc["kind"] == "Role":
+            assert doc["rules"] == PLANNER_RULES
+        if doc["kind"] == "RoleBinding":
+            assert doc["roleRef"] == {
+                "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": PLANNER_ACCOUNT
+            }  # fmt: skip
+            assert doc["subjects"] == [
+                {"kind": "ServiceAccount", "name": PLANNER_ACCOUNT,
+                 "namespace": doc["metadata"]["namespace"]}
+            ]  # fmt: skip
+    # Without planner.namespaces: the namespaces the operator serves, or none when it serves
+    # every namespace (it cannot know them; the Rebalance's condition says what to set).
+    watched = planner_docs("--set", "operator.watchNamespaces={team-c}")
+    assert {d["metadata"]["namespace"] for d in watched} == {"team-c"}
+    assert planner_docs() == []
+
+
+def test_the_planner_account_may_run_spark_in_its_namespace_and_nothing_else(
+    kube: LocalControlPlane,
+) -> None:
+    release, namespace, jobs = unique("spindle"), unique("ops"), unique("jobs")
+    kube.kubectl("create", "namespace", jobs)
+    kube.helm(
+        "install", release, str(CHART), "--namespace", namespace, "--create-namespace",
+        "--set", f"planner.namespaces={{{jobs}}}",
+    )  # fmt: skip
+    sa = f"system:serviceaccount:{jobs}:spindle-planner"
+
+    def can(verb: str, resource: str, ns: str) -> bool:
+        out = kube.kubectl("auth", "can-i", verb, resource, "-n", ns, "--as", sa, check=False)
+        return out.stdout.strip() == "yes"
+
+    for verb, resource in [("create", "pods"), ("delete", "pods"), ("create", "services"),
+                           ("update", "configmaps"), ("deletecollection", "persistentvolumeclaims")]:  # fmt: skip
+        assert can(verb, resource, jobs), f"planner may not {verb} {resource}"
+    for verb, resource in [("get", "secrets"), ("create", "rolebindings.rbac.authorization.k8s.io"),
+                           ("patch", "rebalances.spindle.io"), ("create", "jobs.batch")]:  # fmt: skip
+        assert not can(verb, resource, jobs), f"planner may {verb} {resource}"
+    assert not can("create", "pods", namespace)
+    kube.helm("uninstall", release, "--namespace", namespace, "--wait")
+    gone = kube.kubectl("get", "serviceaccount", "spindle-planner", "-n", jobs, check=False)
+    assert "NotFound" in gone.stderr, gone
+    kube.kubectl("delete", "namespace", jobs, "--wait=false")

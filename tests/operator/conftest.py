@@ -401,6 +401,16 @@ class World:
         return {item["metadata"]["name"] for item in json.loads(out.stdout)["items"]}
 
 
+def planner_account(kube: Any, namespace: str) -> None:
+    """The planner's ServiceAccount, Role and RoleBinding in ``namespace``, as the chart renders
+    them for a namespace in its ``planner.namespaces``."""
+    manifest = kube.helm(
+        "template", "t", str(ROOT / "charts" / "spindle"), "--show-only",
+        "templates/planner.yaml", "--set", f"planner.namespaces={{{namespace}}}",
+    ).stdout  # fmt: skip
+    kube.kubectl("apply", "-f", "-", input=manifest)
+
+
 @pytest.fixture(scope="module")
 def world_dashboard() -> bool:
     """Whether the world's operator also serves the dashboard (tests/dashboard says yes)."""
@@ -437,6 +447,7 @@ def world(
         operator.start()
         stack.callback(operator.stop)
         ns = stack.enter_context(temporary_namespace(spindle_crds, "ra"))
+        planner_account(spindle_crds, ns.namespace)
         w = World(broker, dirs, operator, ns)
         stack.callback(w.admin.close)
         yield w

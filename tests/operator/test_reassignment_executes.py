@@ -36,6 +36,7 @@ from .conftest import (
     TOPIC,
     World,
     record,
+    temporary_namespace,
 )
 
 pytestmark = [
@@ -172,9 +173,8 @@ def test_rebalance_plans_proposes_and_executes_once_approved(world: World) -> No
                  "planner": {"mode": "Job"}},
     }))  # fmt: skip
     w.wait_phase("rb", "Planning", kind="rebalance")
-    assert w.ns.get("serviceaccount", "spindle-planner") is not None
-    binding = w.ns.get("rolebinding", "spindle-planner")
-    assert binding["roleRef"]["name"] == "spindle-planner"
+    job = w.ns.get("job", "rb-plan")
+    assert job["spec"]["template"]["spec"]["serviceAccountName"] == "spindle-planner"
     done = w.run_planner_job("rb-plan")
     assert done.returncode == 0, done.stderr[-3000:]
     status = w.wait_phase("rb", "ProposalReady", kind="rebalance")
@@ -219,6 +219,31 @@ def test_rebalance_plans_proposes_and_executes_once_approved(world: World) -> No
         assert r["status"]["phase"] == "Completed"
     for m in moves:
         assert w.placement(m["topic"])[m["partition"]] == m["destinationDir"]
+
+
+def test_a_rebalance_where_the_chart_gave_no_planner_account_waits_saying_which_value_to_set(
+    world: World,
+) -> None:
+    w = world
+    with temporary_namespace(w.operator.kube, "ra") as bare:
+        bare.apply(json.dumps({
+            "apiVersion": "spindle.io/v1alpha1", "kind": "Rebalance", "metadata": {"name": "rb"},
+            "spec": {"cluster": CLUSTER, "mode": "intra-broker"},
+        }))  # fmt: skip
+        cond = w.wait(
+            "rb waiting for its planner account",
+            lambda: next(
+                (c for c in ((bare.get("rebalance", "rb") or {}).get("status") or {}).get(
+                    "conditions") or [] if c["type"] == "PlannerReady"), None,
+            ),
+        )  # fmt: skip
+        assert cond["status"] == "False"
+        assert cond["reason"] == "PlannerAccountMissing"
+        assert "planner.namespaces" in cond["message"]
+        assert bare.namespace in cond["message"]
+        assert bare.get("rebalance", "rb")["status"].get("phase") == "Pending"
+        assert bare.get("job", "rb-plan") is None
+        assert bare.events("PlannerAccountMissing")
 
 
 def test_a_rebalance_no_placement_can_satisfy_fails_with_the_planners_reason(world: World) -> None:

@@ -34,8 +34,11 @@ What the operator does in the namespaces it serves, verb by verb (least privileg
 - Brokers: watched and reconciled; kopf patches its progress annotations and finalizer, the
   operator writes status through the status subresource.
 - LogVolumes: created, patched and deleted by the operator (one per volume), status written.
-- Reassignments and Rebalances: watched, annotated by kopf, status written.
+- Reassignments and Rebalances: watched, annotated by kopf, status written; a Rebalance's
+  batches are Reassignments the operator creates.
 - Pods, PVCs, ConfigMaps, Services: the objects a Broker owns, created/patched/deleted.
+- Jobs: a Rebalance's planner, created, read, deleted (a new plan is a new Job); its
+  ServiceAccount (the chart's, templates/planner.yaml) read, to say so when it is missing.
 - Events (core/v1, which kopf and the operator post): what kubectl describe shows; read too,
   for volume-health Events (VolumeConditionAbnormal) on claims.
 No Secrets, no Node or PersistentVolume writes (both only read, cluster-wide, for LogVolume
@@ -43,12 +46,15 @@ status), no wildcard.
 */}}
 {{- define "spindle.namespacedRules" -}}
 - apiGroups: [spindle.io]
-  resources: [brokers, reassignments, rebalances]
+  resources: [brokers, rebalances]
   verbs: [get, list, watch, patch]
 # Remediation by MoveReplicas creates a Reassignment.
 - apiGroups: [spindle.io]
   resources: [reassignments]
   verbs: [create]
+- apiGroups: [spindle.io]
+  resources: [reassignments]
+  verbs: [get, list, watch, create, patch]
 - apiGroups: [spindle.io]
   resources: [logvolumes]
   verbs: [get, list, watch, create, patch, delete]
@@ -58,6 +64,12 @@ status), no wildcard.
 - apiGroups: [""]
   resources: [pods, persistentvolumeclaims, configmaps, services]
   verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get, create, delete]
+- apiGroups: [""]
+  resources: [serviceaccounts]
+  verbs: [get]
 - apiGroups: [""]
   resources: [events]
   verbs: [create, list, watch]

@@ -3,13 +3,18 @@ status, and the plan split into Reassignments under the concurrency caps."""
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from spindle.operator.reconcile.rebalance import parse_duration
 from spindle.operator.specs import planner, proposal
 from spindle.operator.specs.reassignment import ClusterView, DirInfo
 from spindle.operator.workloads.plan_job import TEXT_LIMIT, decode, encode
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def rebalance(**spec: Any) -> dict[str, Any]:
@@ -50,7 +55,7 @@ def test_spark_on_kubernetes_submits_in_cluster_mode_with_the_executors_asked_fo
         image="spindle:1", bootstrap=["b0:9092"], plan_job_file="/site/spindle/plan_job.py",
     )  # fmt: skip
     command = job["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert command[0] == "spark-submit"
+    assert command[:4] == ["bash", "-c", planner.SUBMIT_SCRIPT, "spark-submit"]
     assert command[command.index("--master") + 1].startswith("k8s://https://kubernetes.default")
     assert command[command.index("--deploy-mode") + 1] == "cluster"
     conf = dict(command[i + 1].split("=", 1) for i, a in enumerate(command) if a == "--conf")
@@ -64,16 +69,59 @@ def test_spark_on_kubernetes_submits_in_cluster_mode_with_the_executors_asked_fo
     assert "--master" not in command[command.index("local:///site/spindle/plan_job.py") :]
 
 
-def test_planner_account_is_bound_to_the_planner_cluster_role_in_its_namespace_only() -> None:
-    account, binding = planner.build_planner_account("kafka")
-    assert account["kind"] == "ServiceAccount"
-    assert binding["kind"] == "RoleBinding"
-    assert binding["metadata"]["namespace"] == "kafka"
-    assert binding["roleRef"] == {
-        "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "spindle-planner"
+def test_spark_pods_request_a_quarter_core_unless_the_spec_says() -> None:
+    def conf_of(**planner_spec: Any) -> dict[str, str]:
+        job = planner.build_planner_job(
+            rebalance(mode="full", planner={"mode": "SparkOnKubernetes", **planner_spec}),
+            image="spindle:1", bootstrap=["b0:9092"], plan_job_file="/p.py",
+        )  # fmt: skip
+        command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+        return dict(command[i + 1].split("=", 1) for i, a in enumerate(command) if a == "--conf")
+
+    default = conf_of()
+    assert default["spark.kubernetes.driver.request.cores"] == "250m"
+    assert default["spark.kubernetes.executor.request.cores"] == "250m"
+    # A fixed driver Pod name would collide with the last plan's finished driver on a re-plan.
+    assert "spark.kubernetes.driver.pod.name" not in default
+    asked = conf_of(resources={"requests": {"cpu": "2"}})
+    assert asked["spark.kubernetes.executor.request.cores"] == "2"
+
+
+def test_a_failed_spark_submit_leaves_its_cause_not_java_frames_as_the_pods_message(
+    tmp_path: Path,
+) -> None:
+    """The submit script, run by bash with a stand-in spark-submit that fails like Spark."""
+    fake = tmp_path / "spark-submit"
+    fake.write_text(
+        "#!/bin/sh\necho 'Exception in thread main: forbidden networkpolicies'\n"
+        "printf '\\tat io.fabric8.X(X.java:1)\\n\\tat io.netty.Y(Y.java:2)\\n'\nexit 3\n"
+    )
+    fake.chmod(0o755)
+    message = tmp_path / "termination-log"
+    script = planner.SUBMIT_SCRIPT.replace("/dev/termination-log", str(message)).replace(
+        "/tmp/spark-submit.log", str(tmp_path / "submit.log")
+    )
+    done = subprocess.run(
+        ["bash", "-c", script, "spark-submit", "--master", "k8s://x"],
+        env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 3
+    assert "\tat io.netty" in done.stdout  # the log keeps the whole trace
+    assert message.read_text() == "Exception in thread main: forbidden networkpolicies\n"
+
+
+def test_planner_rules_grant_only_what_spark_and_the_plan_job_need_in_one_namespace() -> None:
+    """The chart's file is the one place the rules are written (templates/planner.yaml renders
+    it; tests/controlplane/test_chart.py checks the rendering)."""
+    rules = yaml.safe_load(
+        (ROOT / "charts" / "spindle" / "files" / "planner-rules.yaml").read_text()
+    )
+    assert {g for rule in rules for g in rule["apiGroups"]} == {"", "networking.k8s.io"}
+    granted = {r for rule in rules for r in rule["resources"]}
+    assert granted == {
+        "pods", "services", "configmaps", "persistentvolumeclaims", "networkpolicies"
     }  # fmt: skip
-    granted = {r for rule in planner.PLANNER_RULES for r in rule["resources"]}
-    assert granted == {"pods", "services", "configmaps", "persistentvolumeclaims"}
+    assert all("*" not in rule["verbs"] for rule in rules)
 
 
 SNAPSHOT = {
