@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from spindle.rebalance.achievable import unachievable
 from spindle.rebalance.bands import band_floor
 from spindle.rebalance.goals import CountGoal
 from spindle.rebalance.goals.counts import dir_score, taker_score
@@ -290,6 +291,14 @@ def _balance_counts_stepwise(pl: Placer, *, leaders: bool) -> None:
     _index_small(pl, leaders=leaders)
     stuck: set[int] = set()
     reshaped: dict[int, int] = {}
+    # Brokers a refill sent a larger replica to: they do not donate one in turn (two
+    # brokers both over the count band would otherwise trade large replicas back and forth,
+    # each refill undoing the other's count and moving bytes for nothing).
+    refilled: set[int] = set()
+    # Brokers whose band no plan reaches under the hard rules (``achievable``): plain count
+    # moves may still bring them closer, but no reshaping moves bytes for them (a rack
+    # that confines a partition's replicas would trade large replicas inside it for nothing).
+    out_of_reach = set(unachievable(pl.c, pl.s, pl.g)[goal.name])
     for phase in ("excess", "deficit"):
         stuck.clear()
         while not pl.capped:
@@ -305,12 +314,13 @@ def _balance_counts_stepwise(pl: Placer, *, leaders: bool) -> None:
                 ok = _give_small(pl, b, goal, only_broker=-1, leaders=leaders)
             else:
                 ok = _take_small(pl, b, goal, leaders=leaders)
-            if not ok and reshaped.get(b, 0) < 16 + int(over[b]) // 4 and pl.s.balance_brokers:
+            reshape = b not in out_of_reach and pl.s.balance_brokers
+            if not ok and reshape and reshaped.get(b, 0) < 16 + int(over[b]) // 4:
                 # Byte-bound: a broker at the bottom of its byte band cannot give, one at
                 # the top cannot take. One larger replica in (or out) makes room for many
                 # small ones the other way.
                 reshaped[b] = reshaped.get(b, 0) + 1
-                ok = _refill(pl, b, count, lo_c) if phase == "excess" else _vent(pl, b)
+                ok = _refill(pl, b, count, lo_c, refilled) if phase == "excess" else _vent(pl, b)
             if not ok:
                 stuck.add(b)
 
@@ -356,7 +366,9 @@ def _take_small(pl: Placer, b: int, goal: CountGoal, *, leaders: bool) -> bool:
     return False
 
 
-def _refill(pl: Placer, b: int, count: np.ndarray, lo_c: int) -> bool:
+def _refill(pl: Placer, b: int, count: np.ndarray, lo_c: int, refilled: set[int]) -> bool:
+    """Broker b, over the count band but at the bottom of its byte band, takes one larger
+    replica from one of the fullest brokers (not one refilled itself), to give small ones."""
     room = float(pl.b_hi[b] - pl.b_load[b])
     if room <= 0:
         return False
@@ -364,10 +376,11 @@ def _refill(pl: Placer, b: int, count: np.ndarray, lo_c: int) -> bool:
         util = np.where(pl.host_b, pl.b_load / pl.b_cap, -np.inf)
     for donor in np.argsort(-util, kind="stable").tolist()[:8]:
         slack = float(pl.b_load[donor] - pl.b_lo[donor])
-        if donor == b or slack <= 0 or count[donor] - 1 < lo_c:
+        if donor == b or slack <= 0 or count[donor] - 1 < lo_c or donor in refilled:
             continue
         need = min(0.5 * room, slack)
         if pl._shed_broker(donor, need, min(room, slack), only_broker=b) >= 0:
+            refilled.add(b)
             return True
     return False
 

@@ -70,6 +70,8 @@ class _Choice:
     second: dict[str, Any] = field(default_factory=lambda: {"ran": False})
     #: Its seconds (wall-clock: in the timings, not in the summary's pinned part).
     second_s: float = 0.0
+    #: Whether the plan was dropped for moving replicas that improve no goal's figures.
+    idle: dict[str, Any] = field(default_factory=lambda: {"dropped": False})
 
 
 def make_plan(
@@ -122,6 +124,8 @@ def make_plan(
         _try_exact(cluster, scope, goals, request, choice, shortfall)
     if choice.refusal is not None:
         _refuse(cluster, request, choice, caps=caps, exact_limit=exact_limit)
+    if not caps:
+        _idle_if_nothing_gained(cluster, scope, goals, choice)
     summary = _summary(cluster, scope, goals, request, choice, capped=outcome.capped)
     if detail:
         brokers, dirs = per_broker_and_dir(
@@ -160,43 +164,141 @@ def _prepare(cluster: Cluster, scope: Scope, spark: Any) -> Prepared:
     return prepare_local(cluster, scope)
 
 
+#: Greedy passes at most (the first included) on clusters up to ``BIG`` replicas, and above.
+#: Each later pass plans the previous one's result; passes stop once ``PATIENCE`` in a row
+#: bring the goals no closer than the best so far. Counted, not timed: plans stay
+#: deterministic.
+MAX_PASSES = 5
+MAX_PASSES_BIG = 2
+BIG = 200_000
+PATIENCE = 2
+
+
 def _second_pass(
     cluster: Cluster, scope: Scope, goals: Goals, request: Request, choice: _Choice, spark: Any
 ) -> None:
-    """Plan the greedy's own result once more and compose the two, when the first pass left
-    an achievable goal unmet: the second pass starts from balanced bytes, so its moves go
-    to what is left (a count band, a broker the count moves pushed just over its byte band)
-    and may re-target a replica the first pass moved, which the one-pass greedy never does
-    (a replica moves at most once per pass; composed, it still moves once). Used only when
-    the composition keeps every hard rule against the snapshot and leaves fewer goals (or
-    offenders) unmet; ``second`` in the summary says whether it ran and was used."""
+    """Plan the greedy's own result again and compose the two, when the first pass left an
+    achievable goal unmet: a later pass starts from balanced bytes, so its moves go to what
+    is left (a count band, a broker the count moves pushed just over its byte band) and may
+    re-target a replica an earlier pass moved, which one pass never does (a replica moves at
+    most once per pass; composed, it still moves once). Passes continue from each result
+    (used or not) until ``PATIENCE`` in a row bring the goals no closer (``_distance``);
+    the closest placement keeping every hard rule against the snapshot is used. Re-planning
+    that placement repeats those last passes, so it finds nothing closer either (stable).
+    ``secondPass`` in the summary lists each pass: its moves and whether it was used."""
     t0 = time.perf_counter()
-    after = executed(cluster, (choice.cur_b, choice.cur_d), choice.leader)
+    limit = MAX_PASSES if cluster.n_replicas <= BIG else MAX_PASSES_BIG
+    best = _distance(
+        cluster, scope, goals, choice.status, choice.cur_b, choice.cur_d, choice.leader
+    )
+    base = (choice.cur_b, choice.cur_d, choice.leader)
+    passes: list[dict[str, Any]] = []
+    choice.second = {"ran": True, "moves": 0, "used": False, "passes": passes}
+    since_best = 0
+    for _ in range(limit - 1):
+        step = _one_pass(cluster, scope, goals, request, base, spark)
+        if step is None:
+            passes.append({"moves": 0, "used": False, "why": "its composition broke a hard rule"})
+            break
+        (cur_b, cur_d, leader), out_moves, status, unmet = step
+        note: dict[str, Any] = {"moves": out_moves, "used": False}
+        passes.append(note)
+        dist = _distance(cluster, scope, goals, status, cur_b, cur_d, leader)
+        if dist < best:
+            best, since_best = dist, 0
+            note["used"] = True
+            choice.second["used"] = True
+            choice.cur_b, choice.cur_d, choice.leader = cur_b, cur_d, leader
+            choice.core_moves = int(
+                ((cur_b != cluster.rep_broker) | (cur_d != cluster.rep_dir)).sum()
+            )
+            choice.status, choice.unmet = status, unmet
+        else:
+            note["why"] = "it brought the goals no closer than the best pass"
+            since_best += 1
+        if out_moves == 0 or since_best >= PATIENCE or not _shortfall(choice.status)[0]:
+            break
+        base = (cur_b, cur_d, leader)
+    choice.second["moves"] = sum(int(p["moves"]) for p in passes)
+    if not choice.second["used"]:
+        choice.second["why"] = "no later pass met more goals than the first"
+    choice.second_s = time.perf_counter() - t0
+
+
+def _one_pass(
+    cluster: Cluster,
+    scope: Scope,
+    goals: Goals,
+    request: Request,
+    base: tuple[np.ndarray, np.ndarray, np.ndarray | None],
+    spark: Any,
+) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray | None], int, dict[str, Any], list[Any]] | None:
+    """One greedy pass over ``base``'s result, composed with it: the placement, the pass's
+    moves, and the goals' status; None when the composition breaks a hard rule."""
+    after = executed(cluster, (base[0], base[1]), base[2])
     scope2 = build_scope(after, request)
     out = plan_core(after, _prepare(after, scope2, spark), scope2, goals=goals, request=request)
-    note: dict[str, Any] = {"ran": True, "moves": out.n_moves, "used": False}
-    choice.second = note
     cur_b, cur_d = out.cur_broker.copy(), out.cur_dir.copy()
     # A replica may not move onto a broker that held its partition in the snapshot (the
-    # second pass knows only the first pass's result): such moves go back where pass one
-    # put them.
+    # pass knows only the previous result): such moves go back where that one put them.
     onto = cur_b != cluster.rep_broker
     held = cluster.rep_part.astype(np.int64) * cluster.n_brokers + cluster.rep_broker
     key = cluster.rep_part.astype(np.int64) * cluster.n_brokers + cur_b
-    back = onto & np.isin(key, held) & (cur_b != choice.cur_b)
-    cur_b[back], cur_d[back] = choice.cur_b[back], choice.cur_d[back]
-    choice.second_s = time.perf_counter() - t0
+    back = onto & np.isin(key, held) & (cur_b != base[0])
+    cur_b[back], cur_d[back] = base[0][back], base[1][back]
     if out.hard_failures or hard_violations(cluster, scope, goals, cur_b, cur_d):
-        note["why"] = "its composition with the first pass broke a hard rule"
-        return
+        return None
     status, unmet = _goal_status(cluster, scope, goals, cur_b, cur_d, out.leader, False)
-    if _shortfall(status) >= _shortfall(choice.status):
-        note["why"] = "it met no more goals than the first pass"
+    return (cur_b, cur_d, out.leader), out.n_moves, status, list(out.unmet) + unmet
+
+
+def _distance(
+    cluster: Cluster,
+    scope: Scope,
+    goals: Goals,
+    status: dict[str, Any],
+    cur_b: np.ndarray,
+    cur_d: np.ndarray,
+    leader: np.ndarray | None,
+) -> tuple[int, int, int]:
+    """How far a placement is from its goals, smaller is closer: achievable goals unmet,
+    their fixable offenders, then brokers and directories out of band over every soft goal
+    in scope (achievable or not)."""
+    after = figures(cluster, scope, goals, cur_b, cur_d, leader)
+    out = sum(
+        int(after[g.name].get("outOfBand", 0)) for g in soft_goals(goals) if g.in_scope(scope)
+    )
+    return (*_shortfall(status), out)
+
+
+def _idle_if_nothing_gained(cluster: Cluster, scope: Scope, goals: Goals, choice: _Choice) -> None:
+    """Drop a plan that brings the goals no closer (``_distance``) than the snapshot already
+    is, when the snapshot itself keeps the hard rules: its moves only chase bands out of
+    reach (each one tried and given up), and executing them would make the next plan chase
+    again. The summary's ``idle`` says so, with the moves dropped."""
+    moved = (choice.cur_b != cluster.rep_broker) | (choice.cur_d != cluster.rep_dir)
+    relead = choice.leader is not None and bool((choice.leader != cluster.rep_leader).any())
+    if not moved.any() and not relead:
         return
-    note["used"] = True
-    choice.cur_b, choice.cur_d, choice.leader = cur_b, cur_d, out.leader
-    choice.core_moves = int(((cur_b != cluster.rep_broker) | (cur_d != cluster.rep_dir)).sum())
-    choice.status, choice.unmet = status, list(out.unmet) + unmet
+    if hard_violations(cluster, scope, goals, cluster.rep_broker, cluster.rep_dir):
+        return
+    status, unmet = _goal_status(
+        cluster, scope, goals, cluster.rep_broker, cluster.rep_dir, None, False
+    )
+    now = _distance(cluster, scope, goals, status, cluster.rep_broker, cluster.rep_dir, None)
+    then = _distance(
+        cluster, scope, goals, choice.status, choice.cur_b, choice.cur_d, choice.leader
+    )
+    if then < now:
+        return
+    choice.idle = {
+        "dropped": True,
+        "moves": int(moved.sum()),
+        "why": "its moves brought the goals no closer than the cluster already is",
+    }
+    choice.cur_b, choice.cur_d, choice.leader = cluster.rep_broker, cluster.rep_dir, None
+    choice.core_moves = 0
+    choice.status, choice.unmet = status, unmet
 
 
 def _try_exact(
@@ -292,6 +394,7 @@ def _summary(
         "planner": choice.planner,
         "exact": choice.exact,
         "secondPass": choice.second,
+        "idle": choice.idle,
         "request": {k: v for k, v in asdict(request).items() if v not in ((), None)},
         "goals": asdict(goals),
         "replicas": cluster.n_replicas,
@@ -316,9 +419,46 @@ def _summary(
         "before": figures(cluster, scope, goals, cluster.rep_broker, cluster.rep_dir),
         "after": figures(cluster, scope, goals, cur_b, cur_d, leader),
         "goalStatus": choice.status,
-        "unmet": choice.unmet,
+        "unmet": [_with_evidence(u, choice, cluster, request) for u in choice.unmet],
         "capped": capped and choice.planner == "greedy",
     }
+
+
+def _with_evidence(
+    item: dict[str, Any], choice: _Choice, cluster: Cluster, request: Request
+) -> dict[str, Any]:
+    """An ``unmet`` goal (a band some plan could reach) with what the planner tried for
+    it and why each attempt fell short, so a shortfall is never silent."""
+    if item.get("status") != "unmet":
+        return item
+    tried: list[str] = [
+        "greedy: byte phases, then counts by proposer rounds and single moves (smallest "
+        "replicas, strict bands), leaders by preferred-leader changes, exchanges between two "
+        "brokers"
+    ]
+    second = choice.second
+    if second["ran"]:
+        tried.append(
+            f"{len(second['passes'])} more greedy pass(es), each over the previous one's "
+            f"result ({second['moves']} moves in all): "
+            + ("one was used" if second["used"] else f"none used, {second.get('why', '')}")
+        )
+    elif request.mode == "full":
+        tried.append("more greedy passes: not run (caps given or the plan was refused)")
+    ex = choice.exact
+    if ex["ran"]:
+        tried.append(
+            f"exact MIP (HiGHS): {ex['status']} in {ex['seconds']}s, "
+            + ("used" if ex["used"] else "not used: it met no more goals")
+        )
+    else:
+        tried.append(
+            f"exact MIP: not run ({cluster.n_replicas} replicas, above its limit "
+            f"{exact.MAX_REPLICAS}, or caps given)"
+        )
+    if choice.idle["dropped"]:
+        tried.append(f"dropped the plan's {choice.idle['moves']} moves: {choice.idle['why']}")
+    return {**item, "tried": tried}
 
 
 def _refusal(cluster: Cluster, scope: Scope, goals: Goals, outcome: Outcome) -> str | None:

@@ -79,11 +79,11 @@ def test_leader_balance_is_reached_with_zero_bytes_where_reordering_suffices(fam
 
 
 #: Families whose re-plan still moves more (issue 15, open). Seed 3, 1500 replicas: on
-#: "violations" the re-plan moves 16 replicas of 500 partitions (2 % of the first plan's
-#: bytes), still chasing broker bytes and replica counts that the hard rules put out of
-#: reach; on "combined" 145 replicas of 562 partitions (5 % of the bytes) for a replica-count
-#: goal left unmet by both passes of the first plan (the greedy has not reached a fixpoint).
-UNSTABLE = ("violations", "combined")
+#: "combined" the re-plan changes 302 of 562 partitions, for a replica-count goal that the
+#: first plan's four greedy passes leave unmet (unequal racks confine most replicas to their
+#: rack; the re-plan, free of the snapshot's replica names, reaches placements the first
+#: plan's composition may not). Every other family re-plans to zero moves.
+UNSTABLE = ("combined",)
 
 
 @pytest.mark.parametrize("family", [f for f in FAMILIES if f not in UNSTABLE])
@@ -96,3 +96,20 @@ def test_planning_a_plans_result_again_moves_at_most_one_percent(family: str) ->
     again = make_plan(after, Request(mode="full"), goals=Goals(), detail=False).summary
     assert again["partitionsChanged"] <= 0.01 * cluster.n_partitions
     assert again["bytesMoved"]["total"] <= 0.01 * first.summary["bytesMoved"]["total"]
+
+
+def test_an_unmet_goal_says_what_the_planner_tried_and_why_it_fell_short() -> None:
+    # Seed 0 of "new-brokers" at this size leaves a replica-count band unmet that the hard
+    # rules allow (issue 15, open): the summary must say what was tried for it. (When the
+    # planner meets it one day, pick another case the sweep still counts.)
+    cluster = generate(family_shape("new-brokers", 0, REPLICAS))
+    s = make_plan(cluster, Request(mode="full"), goals=Goals(), detail=False).summary
+    unmet = [u for u in s["unmet"] if u["status"] == "unmet"]
+    assert [u["goal"] for u in unmet] == ["replicas"]
+    for item in unmet:
+        tried = item["tried"]
+        assert tried[0].startswith("greedy: ")
+        assert any("more greedy pass(es)" in t for t in tried)
+        assert any(t.startswith("exact MIP: not run (900 replicas") for t in tried)
+        assert any(o["achievable"] for o in item["offenders"])
+    assert s["secondPass"]["ran"] and s["secondPass"]["passes"]
