@@ -79,7 +79,7 @@ def remount(path: str, mode: str) -> None:
 
 class Cluster:
     """Brokers 1..n on one etcd prefix. ``tmpfs``: every log directory is a tmpfs of its own
-    (needs root). Call :meth:`close` (the fixtures do) to stop brokers and unmount."""
+    (needs root). ``node_extra``: settings of single brokers (e.g. ``broker.rack``). Call :meth:`close` (the fixtures do) to stop brokers and unmount."""
 
     def __init__(
         self,
@@ -90,6 +90,7 @@ class Cluster:
         dirs: int = 2,
         tmpfs: bool = False,
         extra: dict[str, str] | None = None,
+        node_extra: dict[int, dict[str, str]] | None = None,
     ) -> None:
         self.etcd_url = etcd.url
         self.prefix = f"/test/{uuid.uuid4().hex}"
@@ -106,7 +107,12 @@ class Cluster:
                 etcd,
                 node_id=n,
                 log_dirs=[str(p) for p in paths],
-                extra={**FAST_SESSIONS, "spindle.etcd.prefix": self.prefix, **(extra or {})},
+                extra={
+                    **FAST_SESSIONS,
+                    "spindle.etcd.prefix": self.prefix,
+                    **(extra or {}),
+                    **(node_extra or {}).get(n, {}),
+                },
             )
             self._stack.callback(self.brokers[n].kill)
 

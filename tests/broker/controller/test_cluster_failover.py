@@ -7,11 +7,8 @@ from the new leaders (followers fetched them); restarted brokers catch up and re
 
 from __future__ import annotations
 
-import asyncio
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,89 +16,25 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTP
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.protocol.producer import ProduceResponse
-from spindle.broker.controller.etcd import EtcdClient
-from spindle.broker.controller.model import TopicState, is_fenced
-from spindle.broker.controller.store import MetadataStore
+from spindle.broker.controller.model import TopicState
 from spindle.broker.records.batch import build_batch
 
-from ..conftest import Broker, Etcd, make_broker
+from ..cluster import Cluster
+from ..conftest import Etcd
 from ..wire import Wire, fetch_all_values, init_producer_id, produce_batch_request
 
 PARTITIONS = 6
 
 
-@dataclass
-class View:
-    """The cluster metadata as etcd holds it at one moment."""
-
-    controller: tuple[int, int] | None
-    live: set[int]
-    unfenced: set[int]
-    topics: dict[str, TopicState]
-
-
-@dataclass
-class Cluster:
-    brokers: dict[int, Broker]
-    etcd_url: str
-    prefix: str
-
-    def view(self) -> View:
-        async def read() -> View:
-            client = EtcdClient([self.etcd_url])
-            try:
-                store = MetadataStore(client, prefix=self.prefix)
-                await store.load()
-                return View(
-                    store.controller,
-                    set(store.sessions),
-                    {b for b, s in store.sessions.items() if not is_fenced(s)},
-                    store.topics,
-                )
-            finally:
-                await client.close()
-
-        return asyncio.run(read())
-
-    def wait(self, what: str, check: Callable[[View], bool], timeout_s: float = 45) -> View:
-        """Poll etcd until ``check(view)``; fail naming ``what`` and the last view."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            view = self.view()
-            if check(view):
-                return view
-            if time.monotonic() > deadline:
-                pytest.fail(f"timed out waiting for {what}; last view: {view}")
-            time.sleep(0.1)
-
-    def bootstrap(self, alive: set[int]) -> list[str]:
-        return [self.brokers[b].bootstrap for b in sorted(alive)]
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, etcd: Etcd) -> Iterator[Cluster]:
-    base = tmp_path_factory.mktemp("cluster")
-    prefix = f"/test/{uuid.uuid4().hex}"
-    extra = {
-        "spindle.etcd.prefix": prefix,
-        "spindle.controller.mode": "elected",
-        "spindle.controller.lease.ms": "2000",
-        "broker.session.timeout.ms": "3000",
-        "broker.heartbeat.interval.ms": "500",
-    }
-    brokers = {
-        n: make_broker(
-            base / f"b{n}", etcd, dirs=2, node_id=n, extra={**extra, "broker.rack": f"r{n}"}
-        )
-        for n in (1, 2, 3)
-    }
-    for b in brokers.values():
-        b.start()
+    racks = {n: {"broker.rack": f"r{n}"} for n in (1, 2, 3)}
+    started = Cluster(tmp_path_factory.mktemp("cluster"), etcd, nodes=3, node_extra=racks)
     try:
-        yield Cluster(brokers, etcd.url, prefix)
+        started.start()
+        yield started
     finally:
-        for b in brokers.values():
-            b.stop()
+        started.close()
 
 
 def _missing_replica_dirs(cluster: Cluster, topic: str) -> list[tuple[int, int]]:

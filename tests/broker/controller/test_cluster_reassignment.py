@@ -6,9 +6,7 @@ cancelled back to its original replicas (KIP-236)."""
 
 from __future__ import annotations
 
-import asyncio
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,60 +15,26 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTP
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError as ClientKafkaError
-from spindle.broker.controller.etcd import EtcdClient
 from spindle.broker.controller.model import TopicState
-from spindle.broker.controller.store import MetadataStore
 
-from ..conftest import Broker, Etcd, make_broker
+from ..cluster import Cluster
+from ..conftest import Etcd
 
 RECORDS = 30
 
 
-class Three:
-    def __init__(self, brokers: dict[int, Broker], etcd_url: str, prefix: str) -> None:
-        self.brokers, self.etcd_url, self.prefix = brokers, etcd_url, prefix
-
-    def _store(self) -> MetadataStore:
-        async def read() -> MetadataStore:
-            client = EtcdClient([self.etcd_url])
-            try:
-                store = MetadataStore(client, prefix=self.prefix)
-                await store.load()
-                return store
-            finally:
-                await client.close()
-
-        return asyncio.run(read())
-
-    def topic(self, name: str) -> TopicState | None:
-        return self._store().topics.get(name)
-
-    def live(self) -> set[int]:
-        return set(self._store().sessions)
-
-    def bootstrap(self, alive: set[int]) -> list[str]:
-        return [self.brokers[b].bootstrap for b in sorted(alive)]
-
-
 @pytest.fixture(scope="module")
-def three(tmp_path_factory: pytest.TempPathFactory, etcd: Etcd) -> Iterator[Three]:
-    base = tmp_path_factory.mktemp("reassign")
-    prefix = f"/test/{uuid.uuid4().hex}"
-    extra = {
-        "spindle.etcd.prefix": prefix,
-        "spindle.controller.mode": "elected",
-        "spindle.controller.lease.ms": "2000",
-        "broker.session.timeout.ms": "3000",
-        "broker.heartbeat.interval.ms": "500",
-    }
-    brokers = {n: make_broker(base / f"b{n}", etcd, node_id=n, extra=extra) for n in (1, 2, 3)}
-    for b in brokers.values():
-        b.start()
+def three(tmp_path_factory: pytest.TempPathFactory, etcd: Etcd) -> Iterator[Cluster]:
+    cluster = Cluster(tmp_path_factory.mktemp("reassign"), etcd, nodes=3)
     try:
-        yield Three(brokers, etcd.url, prefix)
+        cluster.start()
+        yield cluster
     finally:
-        for b in brokers.values():
-            b.stop()
+        cluster.close()
+
+
+def _topic(three: Cluster, name: str) -> TopicState | None:
+    return three.view().topics.get(name)
 
 
 def _wait(what: str, check: object, timeout_s: float = 45) -> None:
@@ -80,11 +44,11 @@ def _wait(what: str, check: object, timeout_s: float = 45) -> None:
         time.sleep(0.1)
 
 
-def _admin(three: Three, alive: set[int]) -> KafkaAdminClient:
+def _admin(three: Cluster, alive: set[int]) -> KafkaAdminClient:
     return KafkaAdminClient(bootstrap_servers=three.bootstrap(alive))
 
 
-def _values(three: Three, alive: set[int], tp: KafkaTP, count: int) -> list[str]:
+def _values(three: Cluster, alive: set[int], tp: KafkaTP, count: int) -> list[str]:
     consumer = KafkaConsumer(
         bootstrap_servers=three.bootstrap(alive),
         enable_auto_commit=False,
@@ -101,7 +65,7 @@ def _values(three: Three, alive: set[int], tp: KafkaTP, count: int) -> list[str]
     return got
 
 
-def test_reassignment_moves_replicas_and_data_to_other_brokers(three: Three) -> None:
+def test_reassignment_moves_replicas_and_data_to_other_brokers(three: Cluster) -> None:
     deadline = time.monotonic() + 30
     while True:  # accepted once every broker has registered and unfenced
         admin = _admin(three, {1, 2, 3})
@@ -136,7 +100,7 @@ def test_reassignment_moves_replicas_and_data_to_other_brokers(three: Three) -> 
     assert result == {KafkaTP("moving", 0): None, KafkaTP("moving", 1): None}
 
     def done() -> bool:
-        topic = three.topic("moving")
+        topic = _topic(three, "moving")
         assert topic is not None
         parts = topic.partitions
         return (
@@ -166,10 +130,10 @@ def test_reassignment_moves_replicas_and_data_to_other_brokers(three: Three) -> 
         assert got == [f"{p}-{i}" for i in range(RECORDS)]
 
 
-def test_stuck_reassignment_is_listed_and_cancelled_back(three: Three) -> None:
+def test_stuck_reassignment_is_listed_and_cancelled_back(three: Cluster) -> None:
     # With broker 1 down, a reassignment adding it cannot complete.
     three.brokers[1].kill()
-    _wait("broker 1's session to end", lambda: three.live() == {2, 3})
+    _wait("broker 1's session to end", lambda: three.view().live == {2, 3})
     admin = _admin(three, {2, 3})
     tp = KafkaTP("moving", 0)
     assert admin.alter_partition_reassignments({tp: [2, 3, 1]}) == {tp: None}
@@ -178,7 +142,7 @@ def test_stuck_reassignment_is_listed_and_cancelled_back(three: Three) -> None:
     assert listed[tp]["adding_replicas"] == [1]
     assert listed[tp]["removing_replicas"] == []
     assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
-    topic = three.topic("moving")
+    topic = _topic(three, "moving")
     assert topic is not None
     part = topic.partitions[0]
     assert (part.replicas, part.adding, part.removing) == ([2, 3], [], [])
