@@ -21,7 +21,8 @@ Policies (``Broker.spec.remediation.policy``, else the operator's ``--remediatio
 * ``MoveReplicas``: each affected partition gets a new home on another broker (a
   Reassignment replacing this broker in its replica list); the directory stays Offline;
 * ``Auto`` (the default): ``ReplaceVolume`` when every affected partition has an in-sync
-  replica on another broker, else report (there is nothing to copy from).
+  replica on another broker, else report (there is nothing to copy from); a node that is
+  gone or not Ready (``NodeLost``) is reported, not answered by deleting its claims.
 
 Guard rails, all checked here: one remediation per broker at a time; at most
 ``max_failures`` failures of one volume within ``window`` -- the one after stays ``Offline``
@@ -303,6 +304,13 @@ def _start(rec: Obj, facts: Facts, now: datetime.datetime, settings: Remediation
             f"{facts.volume} ({names}); its claim holds their only copy and is kept"
         )
         return _hold(rec, "Unsafe", message, [("Warning", "RemediationRefused", message)])
+    if policy == "Auto" and source == "NodeLost":
+        message = (
+            f"{facts.volume}'s node is gone or not Ready: Auto replaces no volume for a node "
+            "problem (a node back in a minute keeps its disks); policy ReplaceVolume or "
+            "MoveReplicas acts on it"
+        )
+        return _hold(rec, "Waiting", message, [("Warning", "RemediationWaiting", message)])
     if policy in ("Auto", "ReplaceVolume"):
         return _start_replace(rec, facts, now, affected, source)
     return _start_move(rec, facts, now, affected, source)

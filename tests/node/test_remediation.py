@@ -66,6 +66,7 @@ class Scene:
     image: str
     work: Path
     client: subprocess.Popen[bytes] | None = None
+    client_log: Any = None
     timings: dict[str, float] = field(default_factory=dict)
     replaced: dict[str, str] = field(default_factory=dict)  # LogVolume -> new PV
 
@@ -154,8 +155,12 @@ def scene(
             demo.wait_for(lambda b=b: pod_ready(demo, b), what=f"Pod {b} Ready", timeout=300)
         yield scene
     finally:
-        if scene.client is not None and scene.client.poll() is None:
-            scene.client.kill()
+        if scene.client is not None:
+            if scene.client.poll() is None:
+                scene.client.kill()
+            scene.client.wait(timeout=60)
+        if scene.client_log is not None:
+            scene.client_log.close()
         node_cluster.kubectl("delete", "namespace", DEMO, "--wait=false")
         node_cluster.helm("uninstall", RELEASE, "--namespace", SYSTEM, check=False)
         node_cluster.kubectl("delete", "namespace", SYSTEM, "--wait=false", check=False)
@@ -184,7 +189,7 @@ def start_client(scene: Scene) -> None:
         [sys.executable, str(Path(__file__).with_name("acked_client.py")), bootstrap, TOPIC,
          str(scene.work), str(BULK_MB)],
     )  # fmt: skip
-    log = (scene.work / "client.log").open("wb")
+    scene.client_log = log = (scene.work / "client.log").open("wb")
     scene.client = subprocess.Popen(
         command, stdout=log, stderr=subprocess.STDOUT, env=scene.kube.env
     )

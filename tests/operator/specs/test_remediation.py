@@ -89,6 +89,16 @@ def test_a_claim_holding_the_only_in_sync_copy_is_never_deleted() -> None:
         assert [e[1] for e in step.events] == ["RemediationRefused"]
 
 
+def test_auto_does_not_replace_volumes_for_a_node_problem() -> None:
+    node = replace(OFFLINE, failure_source="NodeLost")
+    step = step_at(None, node, 1)
+    assert step.action == "none"
+    assert step.record is not None
+    assert step.record["phase"] == "Waiting"
+    assert "node" in step.record["message"]
+    assert step_at(None, replace(node, policy="ReplaceVolume"), 1).action == "replace-claim"
+
+
 def test_manual_policy_only_reports() -> None:
     step = step_at(None, replace(OFFLINE, policy="Manual"), 1)
     assert step.action == "none"
