@@ -277,3 +277,133 @@ def test_spark_on_kubernetes_runs_its_driver_and_executor_from_the_same_image(
     assert "Registered executor" in log, log[-3000:]
     assert f"SUM-OF-SQUARES {sum(x * x for x in range(1000))}" in log
     kube.kubectl("delete", "namespace", namespace, "--wait=false")
+
+
+def test_the_operator_pod_serves_its_prometheus_metrics_behind_the_charts_service(
+    release: Release,
+) -> None:
+    """The chart runs the operator with ``--metrics``; its Service says where to scrape. A
+    scrape of the Pod (the host routes the node's Pod network) shows the nine LogVolumes."""
+    service = json.loads(
+        release.kube.kubectl("get", "service", "-n", SYSTEM, f"{RELEASE}-operator-metrics", "-o", "json")
+        .stdout
+    )  # fmt: skip
+    assert service["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+    (pod,) = json.loads(
+        release.kube.kubectl(
+            "get", "pods", "-n", SYSTEM, "-l", "app.kubernetes.io/name=spindle-operator",
+            "-o", "json",
+        ).stdout
+    )["items"]  # fmt: skip
+    url = f"http://{pod['status']['podIP']}:{service['spec']['ports'][0]['port']}/metrics"
+
+    def volumes() -> float | None:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read().decode()
+        total = sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("spindle_operator_logvolumes{")
+        )
+        return total if total >= 9 else None
+
+    assert release.demo.wait_for(volumes, what="nine LogVolumes in /metrics", timeout=120) == 9
+
+
+def _set_volumes(release: Release, broker: str, volumes: list[dict[str, object]]) -> None:
+    patch = json.dumps({"spec": {"volumes": volumes}})
+    release.kube.kubectl("patch", "broker", "-n", DEMO, broker, "--type=merge", "-p", patch)
+
+
+def _lv_state(release: Release, name: str) -> str | None:
+    state = (release.demo.get("logvolume", name).get("status") or {}).get("state")
+    return str(state) if state else None
+
+
+def test_drained_volumes_are_released_on_real_claims_one_deleted_one_kept(
+    release: Release,
+) -> None:
+    """On real volumes: removing a volume that holds replicas is refused; drained (``Empty``)
+    and removed, demo-2's volume 2 (``deleteClaim: true``) is Released and its claim and PV
+    are deleted, demo-1's volume 1 (``deleteClaim: false``) is Released and its claim kept,
+    Bound, with its data; the brokers run on without them and no record is lost."""
+    demo, kube = release.demo, release.kube
+    client(release, "kafka-topics", "--create", "--topic", "shed", "--partitions", "9",
+           "--replication-factor", "2")  # fmt: skip
+    records = [f"shed-{i}" for i in range(200)]
+    client(release, "kafka-console-producer", "--topic", "shed", "--producer-property",
+           "acks=all", input="\n".join(records) + "\n")  # fmt: skip
+    for name in ("demo-2-data-2", "demo-1-data-1"):
+        demo.wait_for(
+            lambda n=name: (demo.get("logvolume", n).get("status") or {}).get("replicaCount"),
+            what=f"replicas in {name}",
+            timeout=120,
+        )
+    two = [{"id": 0, "size": "1Gi"}, {"id": 1, "size": "1Gi"}]
+    _set_volumes(release, "demo-2", two)
+
+    def refused() -> dict[str, object] | None:
+        conditions = (demo.get("broker", "demo-2").get("status") or {}).get("conditions") or []
+        found = {c["type"]: c for c in conditions}.get("Reconciled") or {}
+        return found if found.get("reason") == "VolumeRemovalRefused" else None
+
+    condition = demo.wait_for(refused, what="the removal of a full volume refused")
+    assert "its LogVolume is Active" in str(condition["message"])
+    assert _lv_state(release, "demo-2-data-2") == "Active"
+    demo_two = [*two, {"id": 2, "size": "1Gi", "deleteClaim": True}]
+    _set_volumes(release, "demo-2", demo_two)
+    demo.wait_for(lambda: refused() is None, what="the refusal withdrawn")
+
+    deleted_pv = demo.get("pvc", "data-2-demo-2")["spec"]["volumeName"]
+    kept = demo.get("pvc", "data-1-demo-1")
+    for name in ("demo-2-data-2", "demo-1-data-1"):
+        kube.kubectl("patch", "logvolume", "-n", DEMO, name, "--type=merge", "-p",
+                     json.dumps({"spec": {"desiredState": "Drained"}}))  # fmt: skip
+    for name in ("demo-2-data-2", "demo-1-data-1"):
+        demo.wait_for(lambda n=name: _lv_state(release, n) == "Empty", what=f"{name} Empty",
+                      timeout=300)  # fmt: skip
+    _set_volumes(release, "demo-2", two)
+    _set_volumes(release, "demo-1", [{"id": 0, "size": "1Gi"}, {"id": 2, "size": "1Gi",
+                                                                 "deleteClaim": True}])  # fmt: skip
+    for name in ("demo-2-data-2", "demo-1-data-1"):
+        demo.wait_for(lambda n=name: _lv_state(release, n) == "Released", what=f"{name} Released",
+                      timeout=180)  # fmt: skip
+    released = demo.get("logvolume", "demo-2-data-2")["status"]
+    assert released["claimKept"] is False
+    demo.wait_for(
+        lambda: (
+            kube.kubectl("get", "pvc", "-n", DEMO, "data-2-demo-2", check=False).returncode != 0
+        ),
+        what="claim data-2-demo-2 deleted (once the Pod that mounted it is replaced)",
+        timeout=300,
+    )
+    demo.wait_for(
+        lambda: kube.kubectl("get", "pv", deleted_pv, check=False).returncode != 0,
+        what=f"its PersistentVolume {deleted_pv} deleted (reclaim policy Delete)",
+        timeout=180,
+    )
+    assert demo.get("logvolume", "demo-1-data-1")["status"]["claimKept"] is True
+    claim = demo.get("pvc", "data-1-demo-1")
+    assert claim["metadata"]["uid"] == kept["metadata"]["uid"]
+    assert claim["metadata"]["labels"]["spindle.io/released"] == "true"
+    assert claim["status"]["phase"] == "Bound"
+    assert claim["spec"]["volumeName"] == kept["spec"]["volumeName"]
+    for broker, dirs in (("demo-2", LOG_DIRS[:2]), ("demo-1", [LOG_DIRS[0], LOG_DIRS[2]])):
+        demo.wait_for(
+            lambda b=broker, d=dirs: (
+                pod_ready(demo, b)
+                and {
+                    v["persistentVolumeClaim"]["claimName"]
+                    for v in demo.get("pod", b)["spec"]["volumes"]
+                    if "persistentVolumeClaim" in v
+                }
+                == {f"data-{p.rsplit('-', 1)[1]}-{b}" for p in d}
+            ),
+            what=f"Pod {broker} Ready on its remaining volumes",
+            timeout=300,
+        )
+    consumed = client(
+        release, "kafka-console-consumer", "--topic", "shed", "--from-beginning",
+        "--max-messages", str(len(records)), "--timeout-ms", "60000",
+    )  # fmt: skip
+    assert sorted(consumed.split()) == sorted(records)
