@@ -112,4 +112,5 @@ def test_an_unmet_goal_says_what_the_planner_tried_and_why_it_fell_short() -> No
         assert any("more greedy pass(es)" in t for t in tried)
         assert any(t.startswith("exact MIP: not run (900 replicas") for t in tried)
         assert any(o["achievable"] for o in item["offenders"])
-    assert s["secondPass"]["ran"] and s["secondPass"]["passes"]
+    assert s["secondPass"]["ran"]
+    assert s["secondPass"]["passes"]
