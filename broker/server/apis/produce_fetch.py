@@ -33,11 +33,15 @@ DEFAULT_FETCH_MAX_BYTES = 52428800
 
 def _produce_partition(
     broker: ApiContext, tp: TopicPartition, pd: Any, acks: int, allowed: bool
-) -> tuple[dict[str, Any], bool]:
-    """Append one partition's batch: its response and whether anything was appended. With
-    acks=all the ISR must hold ``min.insync.replicas`` first (NOT_ENOUGH_REPLICAS)."""
+) -> tuple[dict[str, Any], bool, int | None]:
+    """Append one partition's batch: its response, whether anything was appended, and the
+    offset the batch ends at (None if refused). With acks=all the ISR must hold
+    ``min.insync.replicas`` first (NOT_ENOUGH_REPLICAS). A retried idempotent batch already
+    written ends where its original does: acks=all waits for that to be committed too, since
+    the original may not be yet (Kafka's DelayedProduce waits on the duplicate's offsets)."""
     base, start, code, msg = -1, -1, 0, None
     appended = False
+    end: int | None = None
     try:
         if not allowed:
             raise not_authorized(Operation.WRITE, ResourceType.TOPIC, str(tp))
@@ -47,8 +51,10 @@ def _produce_partition(
             broker.replicas.check_min_isr(tp)
         base, start = broker.replicas.append(tp, pd.records)
         appended = True
+        end = broker.replicas.hosted_log(tp).log_end_offset
     except DuplicateBatch as dup:
         base = dup.meta.base_offset
+        end = dup.meta.last_offset + 1
     except Exception as exc:
         code, msg = error_of(exc)
     response = {
@@ -60,7 +66,7 @@ def _produce_partition(
         "record_errors": [],
         "error_message": msg,
     }
-    return response, appended
+    return response, appended, end
 
 
 async def produce(broker: ApiContext, ctx: RequestContext, req: Request) -> dict[str, Any] | None:
@@ -74,10 +80,10 @@ async def produce(broker: ApiContext, ctx: RequestContext, req: Request) -> dict
         allowed = broker.allowed(ctx, Operation.WRITE, ResourceType.TOPIC, td.name)
         for pd in td.partition_data:
             tp = TopicPartition(td.name, pd.index)
-            part, did_append = _produce_partition(broker, tp, pd, acks, allowed)
+            part, did_append, end = _produce_partition(broker, tp, pd, acks, allowed)
             appended = appended or did_append
-            if did_append and acks == -1:
-                ends[tp] = (broker.replicas.hosted_log(tp).log_end_offset, part)
+            if end is not None and acks == -1:
+                ends[tp] = (end, part)
             parts.append(part)
         responses.append({"name": td.name, "partition_responses": parts})
     if appended:
