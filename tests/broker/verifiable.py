@@ -22,6 +22,7 @@ between failures), which the jar only reports as a stream of JSON lines on stdou
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -60,6 +61,12 @@ class VerifiableProducer:
             "message.timeout.ms": 180_000,
             "retry.backoff.ms": 100,
             "topic.metadata.refresh.interval.ms": 1000,
+            # SPINDLE_RDKAFKA_DEBUG=eos (say) prints librdkafka's idempotence decisions.
+            **(
+                {"debug": os.environ["SPINDLE_RDKAFKA_DEBUG"]}
+                if "SPINDLE_RDKAFKA_DEBUG" in os.environ
+                else {}
+            ),
             **(config or {}),
         }
         self._lock = threading.Lock()

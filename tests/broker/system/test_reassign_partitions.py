@@ -99,8 +99,8 @@ def test_shuffled_reassignment_completes_without_loss(
         for b in cluster.brokers
     }
     print(f"\n[bounce={bounce}] replicas each broker gains: {gains}")
-    producer = VerifiableProducer(cluster.bootstrap(), TOPIC, range(PARTITIONS), rate=300).start()
-    producer.wait_acked(300)
+    producer = VerifiableProducer(cluster.bootstrap(), TOPIC, range(PARTITIONS), rate=150).start()
+    producer.wait_acked(200)
 
     plan_file = tmp_path / "plan.json"
     out = cluster.execute_reassignment(plan, plan_file, "--throttle", "5000000")
@@ -111,7 +111,7 @@ def test_shuffled_reassignment_completes_without_loss(
     out = cluster.verify_reassignment(plan_file, timeout_s=180)
     assert "Clearing broker-level throttles" in out, out
     print(out.strip().splitlines()[-1])
-    producer.wait_acked(300, timeout_s=120)
+    producer.wait_acked(200, timeout_s=120)
     result = verify_consumed(cluster.bootstrap(), producer)
     print(result)
     result.check()
