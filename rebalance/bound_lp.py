@@ -77,11 +77,15 @@ class _Rows:
         self.hi.append(hi)
 
 
-def _tangents(sizes: np.ndarray, counts: list[int]) -> list[tuple[float, float]]:
+def _tangents(
+    sizes: np.ndarray, counts: list[int], csum: np.ndarray | None = None
+) -> list[tuple[float, float]]:
     """Lines ``a + s * k`` under the sum of the ``k`` smallest of ``sizes`` (sorted
     ascending), touching it at each of ``counts``: at k the slope is the (k+1)-th smallest
-    size, which no later size undercuts and no earlier one exceeds."""
-    csum = np.concatenate(([0.0], np.cumsum(sizes)))
+    size, which no later size undercuts and no earlier one exceeds. ``csum``: the sizes'
+    running sums with a leading 0, when the caller reuses them."""
+    if csum is None:
+        csum = np.concatenate(([0.0], np.cumsum(sizes)))
     out = []
     for k in sorted(set(counts)):
         if 0 <= k < len(sizes):
@@ -218,6 +222,7 @@ class _Program:
         brokers = c.rep_broker[order]
         starts = np.searchsorted(brokers, np.arange(self.n_b + 1))
         sizes_all = np.sort(c.rep_size[~st.stuck]).astype(np.float64) / u
+        csum_all = np.concatenate(([0.0], np.cumsum(sizes_all)))
         inf = highspy.kHighsInf
         quart = [int(q * len(sizes_all)) for q in (0.01, 0.05, 0.1, 0.25, 0.5)]
         for b in np.flatnonzero(st.hb).tolist():
@@ -231,7 +236,7 @@ class _Program:
                 self.rows.add([*cols, self.o_kout + b], [1.0] * len(cols) + [-s], a, inf)
             need_in = max(0, c_lo - int(self.counts[b]))
             at = [need_in + k for k in _STEPS] + quart
-            for a, s in _tangents(sizes_all, at):
+            for a, s in _tangents(sizes_all, at, csum_all):
                 self.rows.add(
                     [self.o_in + j for j in cols] + [self.o_kin + b],
                     [1.0] * len(cols) + [-s],
