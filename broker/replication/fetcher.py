@@ -241,6 +241,8 @@ class ReplicaFetcher:
                     wait_s = self._pacer.delay()
                     max_wait_ms = min(s.max_wait_ms, max(1, int(wait_s * 1000) + 1))
                     if not tps:
+                        # At most one long poll: a rate raised meanwhile applies at once.
+                        wait_s = min(wait_s, s.max_wait_ms / 1000)
                         due = self._pacer.now() + wait_s
                         await asyncio.sleep(wait_s)
                         continue

@@ -176,3 +176,43 @@ def test_cancelled_throttled_reassignment_restores_the_original_replicas_without
     result = verify_consumed(cluster.bootstrap(), producer)
     print(result)
     result.check()
+
+
+def test_raising_the_rate_at_run_time_lets_a_stalled_reassignment_finish(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    cluster.create_topic("stalled", "--replica-assignment", "2")
+    cluster.wait_isr_whole("stalled")
+    _preload(cluster, "stalled", 1)
+    plan_file = tmp_path / "stalled.json"
+    plan_file.write_text(json.dumps(_plan("stalled", {0: [3]})))
+    args = ("kafka-reassign-partitions", "--reassignment-json-file", str(plan_file))
+    # 1 kB/s: one fetch gets through, then the 8 MB would take over two hours.
+    assert "Successfully started" in cluster.tool(*args, "--execute", "--throttle", "1000")
+    cluster.wait(
+        "broker 3 to start fetching",
+        lambda v: v.topics["stalled"].partitions[0].adding == [3],
+    )
+    assert "is still in progress" in cluster.tool(*args, "--verify", "--preserve-throttles")
+    # The operator raises the rate with kafka-configs: no restart, the move finishes.
+    for node in (2, 3):
+        cluster.tool(
+            "kafka-configs",
+            "--alter",
+            "--entity-type",
+            "brokers",
+            "--entity-name",
+            str(node),
+            "--add-config",
+            "leader.replication.throttled.rate=200000000,"
+            "follower.replication.throttled.rate=200000000",
+        )
+    view = cluster.wait(
+        "the reassignment to finish at the raised rate",
+        lambda v: v.topics["stalled"].partitions[0].replicas == [3],
+        timeout_s=120,
+    )
+    assert view.topics["stalled"].partitions[0].isr == [3]
+    out = cluster.tool(*args, "--verify")
+    assert "Clearing broker-level throttles" in out, out
+    assert _stored_throttles(cluster, "stalled") == []
