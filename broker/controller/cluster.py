@@ -314,16 +314,34 @@ class ClusterController(SingleBrokerController):
     async def _retry(self, op: Callable[[], Awaitable[None]]) -> None:
         """Run a read-modify-write of topic metadata again on the reloaded view when another
         broker wrote the same key first (directory reports, ISR changes and controller
-        decisions all write topic keys); a fenced controller write is not retried."""
+        decisions all write topic keys).
+
+        A request's write (reassignment, election, config, directory report) refused only
+        because this broker's controller term ended under it is written again once the step
+        down has lifted the term's fence, as every broker writes requests; Kafka forwards such
+        a request to the new controller. It failed the request with NOT_CONTROLLER instead,
+        which ``kafka-reassign-partitions --execute`` reports as a failed partition."""
         for attempt in range(RECONCILE_ATTEMPTS):
+            fence = self.store.fence
             try:
                 await op()
                 return
             except ControllerFenced:
-                raise
+                if attempt == RECONCILE_ATTEMPTS - 1 or not await self._fence_lifted(fence):
+                    raise
             except MetadataConflict:
                 if attempt == RECONCILE_ATTEMPTS - 1:
                     raise
+
+    async def _fence_lifted(self, fence: object) -> bool:
+        """Wait (at most a lease TTL) until the store no longer carries ``fence``: the ended
+        term's step-down cleared it, or a new term replaced it."""
+        deadline = asyncio.get_running_loop().time() + self.election.lease_ttl_s
+        while self.store.fence is fence and fence is not None:
+            if asyncio.get_running_loop().time() > deadline:
+                return False
+            await asyncio.sleep(0.02)
+        return True
 
     async def create_partitions(
         self,
