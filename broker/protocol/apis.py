@@ -82,6 +82,10 @@ with warnings.catch_warnings():
         SyncGroupRequest,
         SyncGroupResponse,
     )
+    from kafka.protocol.consumer.offsets import (
+        OffsetForLeaderEpochRequest,
+        OffsetForLeaderEpochResponse,
+    )
     from kafka.protocol.metadata import (
         ApiVersionsRequest,
         ApiVersionsResponse,
@@ -130,6 +134,7 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     ALTER_REPLICA_LOG_DIRS = 34
@@ -187,6 +192,14 @@ SUPPORTED_APIS: Mapping[int, ApiSpec] = {
         _spec(ApiKey.CREATE_TOPICS, 2, 7, CreateTopicsRequest, CreateTopicsResponse),
         _spec(ApiKey.DELETE_TOPICS, 1, 6, DeleteTopicsRequest, DeleteTopicsResponse),
         _spec(ApiKey.INIT_PRODUCER_ID, 0, 4, InitProducerIdRequest, InitProducerIdResponse),
+        # Kafka 4's range (v0-1 removed in 4.0); clients send v2+, followers v4.
+        _spec(
+            ApiKey.OFFSET_FOR_LEADER_EPOCH,
+            2,
+            4,
+            OffsetForLeaderEpochRequest,
+            OffsetForLeaderEpochResponse,
+        ),
         _spec(ApiKey.DESCRIBE_CONFIGS, 1, 4, DescribeConfigsRequest, DescribeConfigsResponse),
         _spec(
             ApiKey.ALTER_REPLICA_LOG_DIRS,

@@ -12,9 +12,14 @@ Replication throttles (:mod:`.quota`) pace the rounds: while the follower quota 
 throttled partitions outside the ISR are left out of the request, and the round's long poll
 ends when they may fetch again.
 
-Not here yet (issue #9): truncation by leader epoch (OffsetsForLeaderEpoch, KIP-101/279) --
-a follower that becomes one truncates to its high watermark instead (the seed's rule), which
-can still drop committed records in rare double-failure sequences that KIP-101 fixes.
+Leader epochs (KIP-101/279, rules in :mod:`.leader_epochs`): every partition fetched at a new
+leader epoch -- this broker just became its follower, the leader changed, or the broker
+restarted -- first asks the leader OffsetsForLeaderEpoch (v4, ``replica_id`` = this broker)
+for the end of its own latest epoch and truncates to where the two logs part, repeating while
+the leader answers an epoch it never had; only then is it fetched. Each fetch carries the
+partition's ``currentLeaderEpoch`` (the leader fences a stale one) and ``lastFetchedEpoch``; a
+``divergingEpoch`` in the answer truncates the same way. A replica with no epochs at all (data
+written before leaders stamped them) truncates to its high watermark, the rule before KIP-101.
 """
 
 from __future__ import annotations
@@ -25,17 +30,26 @@ import itertools
 import logging
 import struct
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from spindle.broker.common.errors import ErrorCode, KafkaError, KafkaStorageError
 from spindle.broker.common.ids import TopicPartition
-from spindle.broker.storage import LogManager
+from spindle.broker.storage import Log, LogManager
+
+from .leader_epochs import NO_EPOCH
+from .truncation import (
+    epoch_answers,
+    offsets_for_leader_epoch_request,
+    truncate_to_leader,
+    truncate_without_epochs,
+)
 
 with warnings.catch_warnings():  # kafka-python's schema classes warn on import
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka.protocol.consumer import FetchRequest, FetchResponse
+    from kafka.protocol.consumer.offsets import OffsetForLeaderEpochResponse
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +67,11 @@ def whole_batches(data: bytes) -> bytes:
             break
         pos = end
     return data[:pos]
+
+
+def _latest_epoch(replica: Log) -> int:
+    latest = replica.epochs.latest_epoch
+    return NO_EPOCH if latest is None else latest
 
 
 @dataclass
@@ -147,11 +166,27 @@ class ReplicaFetcher:
         self._pacer: FetchPacer = pacer or Unthrottled()
         self.partitions: set[TopicPartition] = set()
         self._stopped = False
+        self.epochs: dict[TopicPartition, int] = {}
+        """The current leader epoch of each partition fetched (from the metadata)."""
+        self.truncating: set[TopicPartition] = set()
+        """Partitions that must find where they part from the leader before fetching."""
         self._changed = asyncio.Event()
         self.fetched_bytes = 0
 
-    def set_partitions(self, partitions: Iterable[TopicPartition]) -> None:
+    def set_partitions(
+        self, partitions: Iterable[TopicPartition], epochs: Mapping[TopicPartition, int]
+    ) -> None:
+        """Fetch ``partitions`` at their leader ``epochs``; one whose epoch changed (or that is
+        new here) truncates first."""
         self.partitions = set(partitions)
+        for tp in self.partitions:
+            epoch = epochs.get(tp, NO_EPOCH)
+            if self.epochs.get(tp) != epoch:
+                self.truncating.add(tp)
+            self.epochs[tp] = epoch
+        for tp in set(self.epochs) - self.partitions:
+            del self.epochs[tp]
+        self.truncating &= self.partitions
         self._changed.set()
 
     def stop(self) -> None:
@@ -161,7 +196,7 @@ class ReplicaFetcher:
         producer state was rebuilt from the log without them: a retried batch would be
         appended twice)."""
         self._stopped = True
-        self.set_partitions(())
+        self.set_partitions((), {})
 
     def _request(self, tps: list[TopicPartition], max_wait_ms: int | None = None) -> Any:
         s = self._settings
@@ -173,9 +208,9 @@ class ReplicaFetcher:
             by_topic.setdefault(tp.topic, []).append(
                 FetchRequest.FetchTopic.FetchPartition(
                     partition=tp.partition,
-                    current_leader_epoch=-1,
+                    current_leader_epoch=self.epochs.get(tp, NO_EPOCH),
                     fetch_offset=replica.log_end_offset,
-                    last_fetched_epoch=-1,
+                    last_fetched_epoch=_latest_epoch(replica),
                     log_start_offset=replica.log_start_offset,
                     partition_max_bytes=s.partition_max_bytes,
                 )
@@ -207,6 +242,12 @@ class ReplicaFetcher:
                 if p.error_code != ErrorCode.NONE:
                     log.debug("fetch of %s from %d: error %d", tp, self.leader_id, p.error_code)
                     continue
+                diverging = getattr(p, "diverging_epoch", None)  # Fetch v12+
+                if diverging is not None and diverging.end_offset >= 0:
+                    answer = (diverging.epoch, diverging.end_offset)
+                    if not truncate_to_leader(tp, replica, answer, self.leader_id):
+                        self.truncating.add(tp)
+                    continue
                 records = whole_batches(bytes(p.records or b""))
                 if records:
                     try:
@@ -219,6 +260,61 @@ class ReplicaFetcher:
                     self.fetched_bytes += len(records)
                     self._pacer.fetched(tp, len(records), sent_at)
                 replica.high_watermark = min(p.high_watermark, replica.log_end_offset)
+
+    async def _truncate(self, connection: LeaderConnection, timeout_s: float) -> None:
+        """One OffsetsForLeaderEpoch round for the partitions still truncating (module
+        docstring); those done leave :attr:`truncating`, the others stay for the next round."""
+        asks: dict[TopicPartition, tuple[int, int]] = {}
+        for tp in sorted(self.truncating):
+            replica = self._logs.get_log(tp)
+            if replica is None:
+                self.truncating.discard(tp)
+                continue
+            latest = _latest_epoch(replica)
+            if latest == NO_EPOCH:
+                truncate_without_epochs(tp, replica)
+                self.truncating.discard(tp)
+            else:
+                asks[tp] = (self.epochs.get(tp, NO_EPOCH), latest)
+        if not asks:
+            return
+        request = offsets_for_leader_epoch_request(self.node_id, asks)
+        response = await connection.call(request, OffsetForLeaderEpochResponse, timeout_s=timeout_s)
+        for tp, code, answer in epoch_answers(response):
+            replica = self._logs.get_log(tp)
+            if tp not in asks or replica is None:
+                continue
+            if code != ErrorCode.NONE:
+                log.info(
+                    "%s: leader %d answers OffsetsForLeaderEpoch with error %d",
+                    tp,
+                    self.leader_id,
+                    code,
+                )
+                continue
+            if truncate_to_leader(tp, replica, answer, self.leader_id):
+                self.truncating.discard(tp)
+
+    async def _round(
+        self,
+        connection: LeaderConnection,
+        tps: list[TopicPartition],
+        max_wait_ms: int | None,
+        timeout_s: float,
+        sent_at: float,
+    ) -> None:
+        """One round with the leader: partitions at a new epoch truncate first, the others
+        are fetched."""
+        if self.truncating:
+            await self._truncate(connection, timeout_s)
+        tps = [tp for tp in tps if tp not in self.truncating]
+        if not tps:  # the leader cannot answer yet (an older or newer epoch)
+            await asyncio.sleep(self._settings.backoff_s)
+            return
+        response = await connection.call(
+            self._request(tps, max_wait_ms), FetchResponse, timeout_s=timeout_s
+        )
+        self._apply(response, sent_at)
 
     async def run(self) -> None:
         connection: LeaderConnection | None = None
@@ -258,10 +354,7 @@ class ReplicaFetcher:
                     # Bytes count from when this fetch was due (a late wake-up costs no rate).
                     sent_at = self._pacer.now() if due is None else min(due, self._pacer.now())
                     due = None
-                    response = await connection.call(
-                        self._request(tps, max_wait_ms), FetchResponse, timeout_s=timeout_s
-                    )
-                    self._apply(response, sent_at)
+                    await self._round(connection, tps, max_wait_ms, timeout_s, sent_at)
                 except (OSError, TimeoutError, asyncio.IncompleteReadError, KafkaError) as exc:
                     log.info("fetch from leader %d failed: %s", self.leader_id, exc)
                     await connection.close()
@@ -291,8 +384,14 @@ class FetcherManager:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
 
-    def assign(self, followed: dict[TopicPartition, int]) -> None:
-        """Follow exactly ``followed`` (partition -> leader id); fetchers start and stop."""
+    def assign(
+        self,
+        followed: dict[TopicPartition, int],
+        epochs: Mapping[TopicPartition, int] | None = None,
+    ) -> None:
+        """Follow exactly ``followed`` (partition -> leader id) at their leader ``epochs``
+        (none given: no epoch is sent, -1); fetchers start and stop."""
+        epochs = epochs or {}
         by_leader: dict[int, set[TopicPartition]] = {}
         for tp, leader in followed.items():
             by_leader.setdefault(leader, set()).add(tp)
@@ -313,8 +412,10 @@ class FetcherManager:
                 )
                 self.fetchers[leader] = fetcher
                 self._tasks[leader] = asyncio.create_task(fetcher.run())
-            if fetcher.partitions != tps:
-                fetcher.set_partitions(tps)
+            if fetcher.partitions != tps or any(
+                fetcher.epochs.get(tp) != epochs.get(tp) for tp in tps
+            ):
+                fetcher.set_partitions(tps, epochs)
 
     def followed(self) -> dict[TopicPartition, int]:
         return {tp: leader for leader, f in self.fetchers.items() for tp in f.partitions}

@@ -32,6 +32,7 @@ from spindle.broker.records.batch import iter_batches, parse_header
 from spindle.broker.storage import Log, LogManager
 
 from .fetcher import FetcherManager
+from .leader_epochs import NO_EPOCH, EpochEnd, check_current_epoch, diverging_epoch
 from .metadata import DirectoryAssigner, MetadataView, PartitionView, TopicView
 from .producer_state import ProducerStateTable
 from .quota import ReplicationThrottles
@@ -259,7 +260,7 @@ class ReplicaManager:
             self.producers.check(
                 tp, pid, header.producer_epoch, header.base_sequence, header.record_count
             )
-        result = partition_log.append(records)
+        result = partition_log.append(records, leader_epoch=self.leader_epoch_of(tp))
         # Alone in the ISR the high watermark is the log end at once; else followers move it.
         self.roles.after_append(tp, partition_log)
         if pid >= 0:
@@ -330,15 +331,54 @@ class ReplicaManager:
             )
         return failed
 
-    def follower_fetch(self, tp: TopicPartition, replica_id: int, fetch_offset: int) -> Log:
-        """A follower's fetch of a partition led here: record its position (which may move
-        the high watermark and wake consumers) and return the log to read, up to its end."""
-        if self.roles.on_follower_fetch(tp, replica_id, fetch_offset):
+    def fetch_log(
+        self,
+        tp: TopicPartition,
+        replica_id: int,
+        fetch_offset: int,
+        *,
+        current_leader_epoch: int = NO_EPOCH,
+        last_fetched_epoch: int = NO_EPOCH,
+    ) -> tuple[Log, EpochEnd | None]:
+        """The leader's log to serve a fetch of ``tp`` from, or with it the ``divergingEpoch``
+        to answer instead of records when the fetcher's log parts from this one
+        (:func:`~.leader_epochs.diverging_epoch`; Kafka checks it for any fetch that sends
+        ``lastFetchedEpoch``). FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a fetch on
+        another epoch. A follower's fetch (``replica_id`` >= 0) that does not diverge records
+        its position, which may move the high watermark and wake consumers."""
+        self.check_leader_epoch(tp, current_leader_epoch)
+        found = self.hosted_log(tp)
+        if last_fetched_epoch != NO_EPOCH:
+            leader_end = found.end_offset_for_epoch(last_fetched_epoch)
+            diverging = diverging_epoch(leader_end, last_fetched_epoch, fetch_offset)
+            if diverging is not None:
+                return found, diverging
+        if replica_id >= 0 and self.roles.on_follower_fetch(tp, replica_id, fetch_offset):
             self.appended()
-        found = self.logs.get_log(tp)
-        if found is None:
-            raise KafkaError(f"{tp} is not hosted here", ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        return found
+        return found, None
+
+    def leader_epoch_of(self, tp: TopicPartition) -> int:
+        """This broker's current leader epoch of ``tp`` (from the metadata)."""
+        topic = self.metadata.topics.get(tp.topic)
+        part = topic.partitions.get(tp.partition) if topic else None
+        if part is None:
+            raise KafkaError(f"unknown partition {tp}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return part.leader_epoch
+
+    def check_leader_epoch(self, tp: TopicPartition, current_leader_epoch: int) -> None:
+        """Fence a request sent with another ``currentLeaderEpoch`` than this broker's (Kafka
+        checks it before anything else: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH)."""
+        if current_leader_epoch != NO_EPOCH:
+            check_current_epoch(tp, self.leader_epoch_of(tp), current_leader_epoch)
+
+    def end_offset_for_leader_epoch(
+        self, tp: TopicPartition, current_leader_epoch: int, leader_epoch: int
+    ) -> EpochEnd:
+        """OffsetsForLeaderEpoch for one partition led here (Kafka's
+        ``Partition.lastOffsetForLeaderEpoch`` with ``fetchOnlyFromLeader``): the epoch check,
+        then the leader's (epoch, end offset) for ``leader_epoch``; (-1, -1) if unknown."""
+        self.check_leader_epoch(tp, current_leader_epoch)
+        return self.hosted_log(tp).end_offset_for_epoch(leader_epoch)
 
     # --- replication throttles (leader side; the follower's is FollowerPacer) --------------
 

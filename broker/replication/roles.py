@@ -5,10 +5,12 @@
   started at each new leader epoch. Follower fetches move the high watermark; caught-up
   followers are added to the ISR and lagging ones removed, through :class:`IsrWriter` (the
   controller's AlterPartition, a compare-on-revision write of the partition's metadata).
+* **Leader epochs**: a replica becoming leader starts its epoch at its log end in its
+  leader-epoch cache (Kafka's ``makeLeader``), and stamps that epoch on everything it appends.
 * **Follower** (another broker leads): the partition is fetched from its leader
-  (:mod:`.fetcher`). On becoming a follower -- a new leader epoch, or after a restart -- the log
-  is truncated to its high watermark first (the seed's rule; leader-epoch truncation,
-  KIP-101, is not built yet).
+  (:mod:`.fetcher`). On becoming a follower -- a new leader epoch, or after a restart -- the
+  fetcher first truncates the log where it parts from the new leader's (OffsetsForLeaderEpoch,
+  KIP-101/279, :mod:`.leader_epochs`), never keeping records the leader does not have.
 * **No leader** (-1): neither; fetching stops until one is elected.
 
 Event loop only.
@@ -84,12 +86,12 @@ class PartitionRoles:
                     self._lead(tp, part, replica, now)
                 elif part.leader >= 0:
                     followed[tp] = part.leader
-                    self._follow(tp, part, replica)
+                    self._follow(tp, part)
         for tp in set(self.leaders) - led:
             del self.leaders[tp]
         for tp in set(self._follow_epochs) - set(followed):
             del self._follow_epochs[tp]
-        self.fetchers.assign(followed)
+        self.fetchers.assign(followed, self._follow_epochs)
 
     def _lead(self, tp: TopicPartition, part: PartitionView, replica: Log, now: float) -> None:
         state = self.leaders.get(tp)
@@ -99,6 +101,10 @@ class PartitionRoles:
             # replicated log (Kafka rebuilds producer state on becoming leader).
             if (state is not None or tp in self._follow_epochs) and self._on_become_leader:
                 self._on_become_leader(tp, replica)
+            try:
+                replica.assign_leader_epoch(part.leader_epoch)
+            except KafkaError as exc:  # its directory failed: the controller moves leadership
+                log.warning("%s: cannot start leader epoch %d: %s", tp, part.leader_epoch, exc)
             self.leaders[tp] = LeaderState.become_leader(
                 node_id=self.node_id,
                 replicas=list(part.replicas),
@@ -113,21 +119,10 @@ class PartitionRoles:
             state.update_metadata(list(part.replicas), list(part.isr), now)
         self._advance(tp, replica)
 
-    def _follow(self, tp: TopicPartition, part: PartitionView, replica: Log) -> None:
-        if self._follow_epochs.get(tp) == part.leader_epoch:
-            return
-        # A new leader (or the first look after start-up): drop what may not be committed.
-        hw = replica.high_watermark
-        if replica.log_end_offset > hw:
-            log.info(
-                "%s: following %d at epoch %d; truncating %d -> %d",
-                tp,
-                part.leader,
-                part.leader_epoch,
-                replica.log_end_offset,
-                hw,
-            )
-            replica.truncate_to(hw)
+    def _follow(self, tp: TopicPartition, part: PartitionView) -> None:
+        if self._follow_epochs.get(tp) != part.leader_epoch:
+            # A new leader (or the first look after start-up): the fetcher truncates first.
+            log.info("%s: following %d at epoch %d", tp, part.leader, part.leader_epoch)
         self._follow_epochs[tp] = part.leader_epoch
 
     def _advance(self, tp: TopicPartition, replica: Log) -> bool:

@@ -25,6 +25,7 @@ class Operation(Enum):
     DESCRIBE_CONFIGS = "DescribeConfigs"
     ALTER_CONFIGS = "AlterConfigs"
     IDEMPOTENT_WRITE = "IdempotentWrite"
+    CLUSTER_ACTION = "ClusterAction"
 
 
 class ResourceType(Enum):

@@ -1,8 +1,8 @@
 """Request handlers, one module per Kafka API family (Kafka's ``KafkaApis``, split).
 
-Each family module (``cluster``, ``produce_fetch``, ``producer_ids``, ``topics``, ``configs``,
-``log_dirs``, ``reassignments``) exports ``HANDLERS``: a mapping from ``ApiKey`` to an
-``async def handler(broker, ctx, req)`` (see :mod:`.base`). Handlers are thin: they authorise
+Each family module (``cluster``, ``produce_fetch``, ``leader_epochs``, ``producer_ids``,
+``topics``, ``configs``, ``log_dirs``, ``reassignments``) exports ``HANDLERS``: a mapping from
+``ApiKey`` to an ``async def handler(broker, ctx, req)`` (see :mod:`.base`). Handlers are thin: they authorise
 (``broker.authorize``), ask the controller (metadata), the replica manager (replicas, appends)
 or the log manager (directories), and build the response as plain dicts keyed by the schema's
 field names. Errors from the lower layers arrive as ``KafkaError`` and are answered per

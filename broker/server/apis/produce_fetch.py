@@ -142,11 +142,12 @@ def _fetch_partition(
 ) -> tuple[dict[str, Any], int, bool]:
     """Read one partition of a fetch: its response, the bytes it carries and whether the
     replication throttle held its data back. Errors are answered in ``error_code`` (and end
-    a long poll). A follower's fetch (``replica_id`` >= 0) records its position with the
-    leader and reads up to the log end, not the high watermark (Kafka's replica fetch); a
-    throttled partition's data is left out when the leader quota was exceeded as the request
-    was read (``quota_exceeded``; the fetch is not failed) and what is sent counts against
-    the quota."""
+    a long poll); a ``currentLeaderEpoch`` other than this broker's is fenced. A follower's
+    fetch (``replica_id`` >= 0) records its position with the leader and reads up to the log
+    end, not the high watermark (Kafka's replica fetch) -- or, if its log diverges from the
+    leader's, gets the ``divergingEpoch`` and no records; a throttled partition's data is left
+    out when the leader quota was exceeded as the request was read (``quota_exceeded``; the
+    fetch is not failed) and what is sent counts against the quota."""
     out: dict[str, Any] = {
         "partition_index": p.partition,
         "error_code": 0,
@@ -162,14 +163,27 @@ def _fetch_partition(
     with errors_into(out, message=False):
         if not allowed:
             raise not_authorized(Operation.READ, ResourceType.TOPIC, str(tp))
+        partition_log, diverging = broker.replicas.fetch_log(
+            tp,
+            replica_id,
+            p.fetch_offset,
+            current_leader_epoch=getattr(p, "current_leader_epoch", -1),  # v9+
+            last_fetched_epoch=getattr(p, "last_fetched_epoch", -1),  # v12+
+        )
+        if diverging is not None:
+            out.update(
+                high_watermark=partition_log.high_watermark,
+                last_stable_offset=partition_log.high_watermark,
+                log_start_offset=partition_log.log_start_offset,
+                diverging_epoch={"epoch": diverging[0], "end_offset": diverging[1]},
+            )
+            return out, 0, False
         if replica_id >= 0:
-            partition_log = broker.replicas.follower_fetch(tp, replica_id, p.fetch_offset)
             hw = partition_log.log_end_offset
             if quota_exceeded and broker.replicas.leader_throttles(tp, replica_id):
                 held = True
                 budget = 0
         else:
-            partition_log = broker.replicas.hosted_log(tp)
             hw = partition_log.high_watermark
         # KIP-74: storage returns at least one whole batch for a positive limit, so the first
         # non-empty partition answers even if its batch exceeds the limits.
@@ -222,7 +236,8 @@ def _read_fetch(
             )
             total += size
             budget -= size
-            any_error = any_error or out["error_code"] != 0
+            # An error or a divergingEpoch answers at once, as Kafka's fetch does.
+            any_error = any_error or out["error_code"] != 0 or "diverging_epoch" in out
             any_held = any_held or held
             parts.append(out)
         responses.append({"topic": t.topic, "partitions": parts})
@@ -237,6 +252,7 @@ def _close_fetch_regions(responses: list[dict[str, Any]]) -> None:
 
 def _list_offset(broker: ApiContext, tp: TopicPartition, p: Any, out: dict[str, Any]) -> None:
     """Fill ``out`` with the offset ListOffsets answers for ``p``'s timestamp."""
+    broker.replicas.check_leader_epoch(tp, getattr(p, "current_leader_epoch", -1))  # v4+
     partition_log = broker.replicas.hosted_log(tp)
     leader_epoch = broker.topics[tp.topic].partitions[tp.partition].leader_epoch
     if p.timestamp == OffsetSpec.EARLIEST_TIMESTAMP:
