@@ -7,7 +7,8 @@ ISR should grow or shrink (Kafka's ``Partition``/``Replica`` state). Pure: no I/
 * The high watermark is the smallest log end offset among the ISR (the leader's included): an
   offset is committed once every in-sync replica has it. It never goes back.
 * A follower outside the ISR joins once its log end offset reaches the high watermark (and the
-  start of the leader's epoch, so it is not missing this leader's first records).
+  start of the leader's epoch, so it is not missing this leader's first records), as its own
+  fetch shows: a follower that leaves the ISR forgets its position until it fetches again.
 * An ISR follower that has not been caught up for ``replica.lag.time.max.ms`` leaves the ISR.
 """
 
@@ -71,6 +72,10 @@ class LeaderState:
         for b in list(self.followers):
             if b not in replicas:
                 del self.followers[b]
+            elif b in self.isr and b not in isr:
+                # Out of the ISR (lagging, dead, fenced): only a fetch of its own shows it
+                # caught up again, not the position it had before it left.
+                self.followers[b].log_end_offset = -1
         self.replicas, self.isr = list(replicas), list(isr)
 
     def on_fetch(self, replica: int, fetch_offset: int, leader_leo: int, now: float) -> None:

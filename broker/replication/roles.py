@@ -154,7 +154,7 @@ class PartitionRoles:
             raise KafkaError(f"{tp} is not hosted here", ErrorCode.NOT_LEADER_OR_FOLLOWER)
         state.on_fetch(replica_id, fetch_offset, replica.log_end_offset, self.clock.monotonic())
         moved = self._advance(tp, replica)
-        if state.to_expand():
+        if replica_id in state.to_expand():  # as Kafka: a follower's own fetch lets it in
             self._schedule_isr_check(tp)
         return moved
 

@@ -62,16 +62,18 @@ def truncate_to_leader(tp: TopicPartition, replica: Log, leader_end: EpochEnd, l
         log_end_offset=replica.log_end_offset,
         high_watermark=replica.high_watermark,
     )
+    # Logged whether or not anything is cut, as Kafka logs each truncation decision.
+    log.info(
+        "%s: leader %d ends epoch %d at %d; log end %d -> %d%s",
+        tp,
+        leader,
+        leader_end[0],
+        leader_end[1],
+        replica.log_end_offset,
+        cut.offset,
+        "" if cut.complete else " (asking again)",
+    )
     if cut.offset < replica.log_end_offset:
-        log.info(
-            "%s: leader %d ends epoch %d at %d; truncating %d -> %d",
-            tp,
-            leader,
-            leader_end[0],
-            leader_end[1],
-            replica.log_end_offset,
-            cut.offset,
-        )
         replica.truncate_to(cut.offset)
     return cut.complete
 

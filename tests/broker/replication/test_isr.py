@@ -102,3 +102,12 @@ def test_a_cut_last_batch_is_left_for_the_next_fetch() -> None:
     assert whole_batches(first + second) == first + second
     assert whole_batches(first + second[:30]) == first
     assert whole_batches(first[:5]) == b""
+
+
+def test_a_follower_out_of_the_isr_must_fetch_again_before_it_may_rejoin() -> None:
+    state = leader([1, 2, 3])
+    state.on_fetch(3, 10, 10, now=1.0)  # caught up, then it dies and the controller drops it
+    state.update_metadata([1, 2, 3], [1, 2], now=2.0)
+    assert state.to_expand() == []  # its old position does not count
+    state.on_fetch(3, 10, 10, now=3.0)  # back, and caught up by a fetch of its own
+    assert state.to_expand() == [3]
