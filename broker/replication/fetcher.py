@@ -174,13 +174,15 @@ class ReplicaFetcher:
         self.fetched_bytes = 0
 
     def set_partitions(
-        self, partitions: Iterable[TopicPartition], epochs: Mapping[TopicPartition, int]
+        self,
+        partitions: Iterable[TopicPartition],
+        epochs: Mapping[TopicPartition, int] | None = None,
     ) -> None:
-        """Fetch ``partitions`` at their leader ``epochs``; one whose epoch changed (or that is
-        new here) truncates first."""
+        """Fetch ``partitions`` at their leader ``epochs`` (none given: -1); one whose epoch
+        changed (or that is new here) truncates first."""
         self.partitions = set(partitions)
         for tp in self.partitions:
-            epoch = epochs.get(tp, NO_EPOCH)
+            epoch = (epochs or {}).get(tp, NO_EPOCH)
             if self.epochs.get(tp) != epoch:
                 self.truncating.add(tp)
             self.epochs[tp] = epoch
@@ -196,7 +198,7 @@ class ReplicaFetcher:
         producer state was rebuilt from the log without them: a retried batch would be
         appended twice)."""
         self._stopped = True
-        self.set_partitions((), {})
+        self.set_partitions(())
 
     def _request(self, tps: list[TopicPartition], max_wait_ms: int | None = None) -> Any:
         s = self._settings
@@ -261,21 +263,28 @@ class ReplicaFetcher:
                     self._pacer.fetched(tp, len(records), sent_at)
                 replica.high_watermark = min(p.high_watermark, replica.log_end_offset)
 
-    async def _truncate(self, connection: LeaderConnection, timeout_s: float) -> None:
-        """One OffsetsForLeaderEpoch round for the partitions still truncating (module
-        docstring); those done leave :attr:`truncating`, the others stay for the next round."""
+    def _epoch_asks(self) -> dict[TopicPartition, tuple[int, int]]:
+        """What to ask the leader for the partitions still truncating: partition -> (current
+        leader epoch, this replica's latest epoch). A replica without epochs truncates to its
+        high watermark instead; one gone or offline is not asked about."""
         asks: dict[TopicPartition, tuple[int, int]] = {}
         for tp in sorted(self.truncating):
             replica = self._logs.get_log(tp)
             if replica is None:
                 self.truncating.discard(tp)
-                continue
-            latest = _latest_epoch(replica)
-            if latest == NO_EPOCH:
-                truncate_without_epochs(tp, replica)
-                self.truncating.discard(tp)
+            elif self._logs.is_partition_offline(tp):
+                continue  # its directory failed: neither asked for nor fetched
+            elif _latest_epoch(replica) == NO_EPOCH:
+                if truncate_without_epochs(tp, replica):
+                    self.truncating.discard(tp)
             else:
-                asks[tp] = (self.epochs.get(tp, NO_EPOCH), latest)
+                asks[tp] = (self.epochs.get(tp, NO_EPOCH), _latest_epoch(replica))
+        return asks
+
+    async def _truncate(self, connection: LeaderConnection, timeout_s: float) -> None:
+        """One OffsetsForLeaderEpoch round for the partitions still truncating (module
+        docstring); those done leave :attr:`truncating`, the others stay for the next round."""
+        asks = self._epoch_asks()
         if not asks:
             return
         request = offsets_for_leader_epoch_request(self.node_id, asks)
@@ -291,8 +300,7 @@ class ReplicaFetcher:
                     self.leader_id,
                     code,
                 )
-                continue
-            if truncate_to_leader(tp, replica, answer, self.leader_id):
+            elif truncate_to_leader(tp, replica, answer, self.leader_id):
                 self.truncating.discard(tp)
 
     async def _round(

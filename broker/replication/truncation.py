@@ -11,6 +11,7 @@ import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from spindle.broker.common.errors import KafkaStorageError
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.storage import Log
 
@@ -55,7 +56,8 @@ def epoch_answers(response: Any) -> Iterator[tuple[TopicPartition, int, EpochEnd
 def truncate_to_leader(tp: TopicPartition, replica: Log, leader_end: EpochEnd, leader: int) -> bool:
     """Cut ``replica`` where it parts from the leader's log, given the leader's answer for the
     replica's latest epoch (from OffsetsForLeaderEpoch or a fetch's ``divergingEpoch``); True
-    when done, False when the leader must be asked again with the new latest epoch."""
+    when done, False when the leader must be asked again with the new latest epoch (or the
+    replica's directory failed: it is not fetched again)."""
     cut = truncation_point(
         leader_end,
         local_end_for=replica.end_offset_for_epoch,
@@ -74,14 +76,26 @@ def truncate_to_leader(tp: TopicPartition, replica: Log, leader_end: EpochEnd, l
         "" if cut.complete else " (asking again)",
     )
     if cut.offset < replica.log_end_offset:
-        replica.truncate_to(cut.offset)
+        try:
+            replica.truncate_to(cut.offset)
+        except KafkaStorageError as exc:
+            # Its directory just failed: the replica goes offline and is not fetched again
+            # (it truncates at the next start-up); the other partitions go on.
+            log.warning("%s: cannot truncate to %d: %s", tp, cut.offset, exc)
+            return False
     return cut.complete
 
 
-def truncate_without_epochs(tp: TopicPartition, replica: Log) -> None:
+def truncate_without_epochs(tp: TopicPartition, replica: Log) -> bool:
     """A replica that knows no leader epoch (written before leaders stamped them) keeps only
-    what was committed: it truncates to its high watermark (the rule before KIP-101)."""
+    what was committed: it truncates to its high watermark (the rule before KIP-101). False if
+    its directory failed meanwhile."""
     hw = replica.high_watermark
     if replica.log_end_offset > hw:
         log.info("%s: no leader epochs; truncating %d -> %d", tp, replica.log_end_offset, hw)
-        replica.truncate_to(hw)
+        try:
+            replica.truncate_to(hw)
+        except KafkaStorageError as exc:
+            log.warning("%s: cannot truncate to %d: %s", tp, hw, exc)
+            return False
+    return True

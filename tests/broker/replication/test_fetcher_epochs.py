@@ -1,0 +1,105 @@
+"""The follower fetcher's leader-epoch handling on a real log (no leader here: the answers a
+leader would send are given): a new leader epoch makes a partition truncate before it is
+fetched again, the OffsetsForLeaderEpoch question carries the current and the latest epoch, a
+``divergingEpoch`` cuts the log -- asking again when the follower never had the answered
+epoch (KIP-279) -- and a replica without epochs falls back to its high watermark."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from spindle.broker.common.ids import TopicPartition
+from spindle.broker.records.batch import build_batch
+from spindle.broker.replication.fetcher import FetchSettings, ReplicaFetcher
+from spindle.broker.storage import Log, LogManager
+
+from ..storage.conftest import make_settings
+
+TP = TopicPartition("t", 0)
+
+
+@pytest.fixture
+def logs(tmp_path: Path) -> Iterator[LogManager]:
+    manager = LogManager.open(
+        make_settings([str(tmp_path / "d")]), cluster_id="c", node_id=2, background=False
+    )
+    yield manager
+    manager.close()
+
+
+def _follower_log(logs: LogManager, epochs: list[int]) -> Log:
+    """A follower's replica holding one batch per entry of ``epochs`` (its stamp)."""
+    replica = logs.get_or_create_log(TP)
+    fetched = b"".join(
+        build_batch([b"x"], base_offset=o, partition_leader_epoch=e) for o, e in enumerate(epochs)
+    )
+    replica.append(fetched, assign_offsets=False)
+    return replica
+
+
+def _fetcher(logs: LogManager) -> ReplicaFetcher:
+    return ReplicaFetcher(
+        node_id=2, leader_id=1, endpoint=lambda _b: None, logs=logs, settings=FetchSettings()
+    )
+
+
+def _diverging(epoch: int, end_offset: int) -> SimpleNamespace:
+    part = SimpleNamespace(
+        partition_index=0,
+        error_code=0,
+        records=b"",
+        high_watermark=0,
+        diverging_epoch=SimpleNamespace(epoch=epoch, end_offset=end_offset),
+    )
+    return SimpleNamespace(responses=[SimpleNamespace(topic="t", partitions=[part])])
+
+
+def test_a_new_leader_epoch_truncates_first_and_asks_with_both_epochs(logs: LogManager) -> None:
+    _follower_log(logs, [0, 0, 1, 1])
+    fetcher = _fetcher(logs)
+    fetcher.set_partitions([TP], {TP: 2})
+    assert fetcher.truncating == {TP}
+    assert fetcher._epoch_asks() == {TP: (2, 1)}
+    request = fetcher._request([TP])
+    (sent,) = request.topics[0].partitions
+    assert (sent.current_leader_epoch, sent.last_fetched_epoch) == (2, 1)
+    fetcher.truncating.clear()
+    fetcher.set_partitions([TP], {TP: 2})  # same epoch: nothing to find out again
+    assert fetcher.truncating == set()
+    fetcher.set_partitions([TP], {TP: 3})
+    assert fetcher.truncating == {TP}
+
+
+def test_diverging_epoch_cuts_the_log_where_it_parts_from_the_leader(logs: LogManager) -> None:
+    replica = _follower_log(logs, [0, 0, 0, 1, 1, 1])
+    fetcher = _fetcher(logs)
+    fetcher.set_partitions([TP], {TP: 2})
+    fetcher.truncating.clear()
+    fetcher._apply(_diverging(1, 4))  # the leader's epoch 1 ended at 4
+    assert replica.log_end_offset == 4
+    assert [(e.epoch, e.start_offset) for e in replica.epochs.entries] == [(0, 0), (1, 3)]
+    assert fetcher.truncating == set()
+
+
+def test_an_epoch_the_follower_never_had_cuts_to_its_own_and_asks_again(logs: LogManager) -> None:
+    replica = _follower_log(logs, [1, 1, 3, 3, 3])
+    fetcher = _fetcher(logs)
+    fetcher.set_partitions([TP], {TP: 4})
+    fetcher.truncating.clear()
+    fetcher._apply(_diverging(2, 4))  # the leader had epoch 2, not 3: cut to where 1 ended
+    assert replica.log_end_offset == 2
+    assert fetcher.truncating == {TP}
+    assert fetcher._epoch_asks() == {TP: (4, 1)}  # next question: where did epoch 1 end?
+
+
+def test_a_replica_without_epochs_truncates_to_its_high_watermark(logs: LogManager) -> None:
+    replica = _follower_log(logs, [-1] * 5)
+    replica.high_watermark = 2
+    fetcher = _fetcher(logs)
+    fetcher.set_partitions([TP], {TP: 1})
+    assert fetcher._epoch_asks() == {}
+    assert replica.log_end_offset == 2
+    assert fetcher.truncating == set()
