@@ -54,6 +54,11 @@ INVALID = {
         broker(volumes=[{"id": 0, "size": "1Gi"}, {"id": 0, "size": "2Gi"}]),
         "spec.volumes: Invalid value: volume ids must be unique",
     ),
+    "unknown remediation policy": (
+        broker(remediation={"policy": "Sometimes"}),
+        'spec.remediation.policy: Unsupported value: "Sometimes": supported values: "Auto", '
+        '"Manual", "MoveReplicas", "ReplaceVolume"',
+    ),
     "reserved setting in config": (
         broker(config={"log.dirs": "/tmp/x"}),
         "config may not set node.id, broker.id, broker.rack, log.dir or log.dirs",
