@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -153,6 +154,7 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--anchor-mb", type=int, default=400, help="bytes of the unthrottled move")
     args = parser.parse_args()
+    load_before = os.getloadavg()[0]
     work = Path(tempfile.mkdtemp(prefix="bench-throttle-"))
     procs = []
     results: dict[str, Any] = {}
@@ -207,6 +209,9 @@ def main() -> int:
         "benchmark": "throttle_accuracy",
         "cases": results,
         "within_5pct": all(abs(x - 1) <= 0.05 for x in ratios) if ratios else None,
+        # The machine's 1-minute load average before and after: a throttle loses rate only
+        # when a round trip outlasts one response's share of it, which a busy machine causes.
+        "loadavg_1m": [round(load_before, 1), round(os.getloadavg()[0], 1)],
     }
     print(json.dumps(summary))
     return 0
