@@ -75,6 +75,13 @@ def _parser() -> argparse.ArgumentParser:
         default=3600.0,
         help="the cool-down window of --remediation-max-failures",
     )
+    run.add_argument(
+        "--remediation-replace-timeout",
+        metavar="SECONDS",
+        type=float,
+        default=900.0,
+        help="how long a ReplaceVolume may stay Replacing before it is given up as Failed",
+    )
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     run.add_argument(
         "--dashboard", metavar="HOST:PORT", help="serve the dashboard, e.g. 0.0.0.0:8081"
@@ -140,6 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             default_policy=args.remediation_policy,
             max_failures=args.remediation_max_failures,
             window_seconds=args.remediation_window,
+            replace_timeout_seconds=args.remediation_replace_timeout,
         )
     except RemediationError as exc:
         parser.error(str(exc))

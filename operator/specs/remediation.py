@@ -67,6 +67,10 @@ class RemediationSettings:
     max_failures: int = 2
     #: The cool-down window, in seconds.
     window_seconds: float = 3600.0
+    #: How long ``Replacing`` (old claim and Pod gone, new ones bound and serving) may take
+    #: before the remediation is given up as Failed (a claim that never binds, a Pod that
+    #: never starts); ``Rebuilding`` has no deadline: copying takes what the data takes.
+    replace_timeout_seconds: float = 900.0
 
     def __post_init__(self) -> None:
         check_policy(self.default_policy, "--remediation-policy")
@@ -77,6 +81,11 @@ class RemediationSettings:
         if self.window_seconds <= 0:
             raise RemediationError(
                 f"--remediation-window must be positive, got {self.window_seconds}"
+            )
+        if self.replace_timeout_seconds <= 0:
+            raise RemediationError(
+                "--remediation-replace-timeout must be positive, "
+                f"got {self.replace_timeout_seconds}"
             )
 
 
@@ -236,7 +245,7 @@ def decide(
     rec: Obj = dict(record or {})
     phase = rec.get("phase")
     if phase in ACTIVE_PHASES:
-        return _continue(rec, facts, now)
+        return _continue(rec, facts, now, settings)
     handled = rec.get("lastFailure") is not None and rec.get("lastFailure") == facts.failure_since
     if facts.observed == "Offline" and handled and phase in ("Succeeded", "Failed"):
         # This very failure was dealt with (MoveReplicas leaves the directory Offline).
@@ -411,12 +420,27 @@ def _elapsed(rec: Mapping[str, Any], now: datetime.datetime) -> str:
     return f"{(now - started).total_seconds():.0f} s" if started else "?"
 
 
-def _continue(rec: Obj, facts: Facts, now: datetime.datetime) -> Step:
+def _continue(
+    rec: Obj, facts: Facts, now: datetime.datetime, settings: RemediationSettings
+) -> Step:
     phase = rec["phase"]
     if phase == "Moving":
         return _moving(rec, facts, now)
     if phase == "Replacing":
-        return _replacing(rec, facts, now)
+        step = _replacing(rec, facts, now)
+        started = parse_time(rec.get("startedAt"))
+        late = started is not None and (
+            (now - started).total_seconds() > settings.replace_timeout_seconds
+        )
+        if step.action == "none" and step.state == "Replacing" and late:
+            message = (
+                f"gave up after {int(settings.replace_timeout_seconds)} s in Replacing "
+                f"({step.record.get('message') if step.record else ''})"
+            )
+            new = {**rec, "phase": "Failed", "message": message, "finishedAt": stamp(now)}
+            event = ("Warning", "RemediationFailed", f"{facts.volume}: {message}")
+            return Step("none", new, None, _cond("False", "Failed", message), (event,))
+        return step
     return _rebuilding(rec, facts, now)
 
 

@@ -162,6 +162,19 @@ def test_replacing_resumes_from_the_record_alone() -> None:
     assert [e[1] for e in online.events] == ["VolumeReplaced"]
 
 
+def test_a_replacement_stuck_past_its_deadline_fails_and_is_not_retried_in_a_loop() -> None:
+    record = replacing_record()
+    stuck = replace(OFFLINE, claim_uid="claim-new", claim_bound=False, pod_uid="pod-new")
+    assert step_at(record, stuck, 600).action == "none"
+    failed = step_at(record, stuck, 1000)
+    assert failed.record is not None
+    assert failed.record["phase"] == "Failed"
+    assert "gave up after 900 s in Replacing" in failed.record["message"]
+    assert [e[1] for e in failed.events] == ["RemediationFailed"]
+    # The same failure is not remediated again.
+    assert step_at(failed.record, stuck, 1002).action == "none"
+
+
 def rebuilding(
     partitions: dict[tuple[str, int], PartitionState],
 ) -> tuple[dict[str, Any], Facts]:
