@@ -235,6 +235,10 @@ def refresh_broker(
     read_storage(ctx)
     read_released(ctx)
     check_storage(ctx)
+    if not ctx.diff.allowed and _refusal_is_new(ctx):
+        # Whichever pass first writes the refusal into the condition says so once: a later
+        # reconcile finds the condition already there and stays silent.
+        ctx.emit("Warning", ctx.diff.reason(), ctx.diff.message())
     for step in REFRESH_STEPS:
         step(ctx)
     broker_status(ctx)

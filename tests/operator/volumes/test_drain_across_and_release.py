@@ -317,7 +317,7 @@ def test_removing_a_volume_that_holds_replicas_is_refused_with_the_reason(scene:
     assert condition["status"] == "False"
     assert "volume 1: removal is refused because its LogVolume is Active" in condition["message"]
     assert "desiredState to Drained" in condition["message"]
-    assert ns.events("VolumeRemovalRefused")
+    _wait(lambda: ns.events("VolumeRemovalRefused"), "a VolumeRemovalRefused Event")
     assert ns.get("pvc", "data-1-b1") is not None
     assert scene.state("b1-data-1") == "Active"
     scene.set_volumes("b1", [{"id": 0, "size": "64Mi"}, {"id": 1, "size": "64Mi", "deleteClaim": True},
