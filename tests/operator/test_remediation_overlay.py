@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from spindle.operator import metrics
 from spindle.operator.reconcile.context import Context
-from spindle.operator.reconcile.remediation import broker_condition, overlay
+from spindle.operator.reconcile.remediation import _count, broker_condition, overlay
 from spindle.operator.specs import BrokerSpec
 from spindle.operator.specs.remediation import Step
 from spindle.operator.specs.status import Condition
@@ -85,3 +86,20 @@ def test_the_brokers_condition_names_the_volumes_being_remediated() -> None:
     assert (running.status, running.message) == ("True", "remediating: b7-data-0 (Rebuilding)")
     idle = broker_condition({"b7-data-0": {"remediation": {"phase": "Succeeded"}}})
     assert (idle.status, idle.reason) == ("False", "Idle")
+
+
+def test_remediation_events_count_in_the_operators_metrics() -> None:
+    def value(name: str) -> float:
+        sample = metrics.REGISTRY.get_sample_value(
+            f"spindle_operator_remediations_{name}_total", {"action": "ReplaceVolume"}
+        )
+        return float(sample or 0.0)
+
+    before = {n: value(n) for n in ("started", "succeeded", "failed")}
+    _count("RemediationStarted", {"policy": "ReplaceVolume"})
+    _count("RemediationSucceeded", {"policy": "ReplaceVolume"})
+    _count("RemediationCoolDown", {"policy": "ReplaceVolume"})  # not a counter
+    _count("RemediationFailed", {})  # no policy: not counted
+    assert value("started") == before["started"] + 1
+    assert value("succeeded") == before["succeeded"] + 1
+    assert value("failed") == before["failed"]
