@@ -86,22 +86,7 @@ def _bounce(cluster: Cluster, producer: VerifiableProducer, nodes: list[int]) ->
         producer.wait_acked(50, timeout_s=120)
 
 
-KIP_101 = pytest.mark.xfail(
-    strict=False,
-    reason="needs leader-epoch truncation (KIP-101, the epochs work): a follower truncates to "
-    "its high watermark when the epoch changes, and its high watermark lags the leader's by a "
-    "fetch, so it can drop a committed, acknowledged batch; if the leader is killed before it "
-    "fetches it again it becomes leader without it. Seen in about 1 run in 3: broker 4 "
-    "truncated reassign-1 65 -> 64 at the reassignment's epoch bump, broker 1 (the leader) was "
-    "SIGKILLed 0.4 s later, broker 4 led without offset 64 (acked): the producer got "
-    "OUT_OF_ORDER_SEQUENCE_NUMBER and stopped (librdkafka fatal), or bumped its epoch and sent "
-    "the batch again (a duplicate)",
-)
-
-
-@pytest.mark.parametrize(
-    "bounce", [False, pytest.param(True, marks=KIP_101)], ids=["no_bounce", "bounce"]
-)
+@pytest.mark.parametrize("bounce", [False, True], ids=["no_bounce", "bounce"])
 def test_shuffled_reassignment_completes_without_loss(
     cluster: Cluster, tmp_path: Path, bounce: bool
 ) -> None:
