@@ -34,7 +34,7 @@ from spindle.operator.reconcile.context import (
     Prober,
     Viewer,
 )
-from spindle.operator.reconcile.drain import drain_volumes
+from spindle.operator.reconcile.drain import drain_progress, drain_volumes
 from spindle.operator.reconcile.logvolume import (
     apply_cordons,
     apply_volumes,
@@ -151,6 +151,7 @@ STEPS: tuple[Step, ...] = (
     apply_pod,
     observe_volumes,
     apply_cordons,
+    drain_progress,
     volume_status,
 )
 #: Draining runs only in refreshes, which ask the broker first: a move chosen from an older

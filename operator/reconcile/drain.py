@@ -49,6 +49,20 @@ def drain_volumes(ctx: Context) -> None:
         _write_progress(ctx, volume_id, report, reassignment, message)
 
 
+def drain_progress(ctx: Context) -> None:
+    """``status.drain`` from this pass's report without moving anything: a full reconcile
+    (its report may be the probe's last one) writes the state from that report, and the drain's
+    figures must say the same."""
+    reports = {v: e.report for v, e in ctx.evidence.items() if e.report is not None}
+    for volume_id, report in sorted(reports.items()):
+        if ctx.evidence[volume_id].desired != "Drained" or not report.cordoned:
+            continue
+        if report.error is not None:
+            continue
+        previous = ((ctx.logvolumes.get(volume_id) or {}).get("status") or {}).get("drain") or {}
+        _write_progress(ctx, volume_id, report, None, previous.get("message"))
+
+
 def _move_inside(ctx: Context, name: str, report: DirReport, moves: Mapping[Any, str]) -> None:
     if not moves or ctx.move is None:
         return

@@ -17,7 +17,9 @@ declaring those directories. In order:
    is SIGKILLed and started again: the drain resumes (same ``startTime``) and ends ``Empty``;
    removed from the spec with ``deleteClaim: true`` it is ``Released`` and its claim deleted;
 4. one with ``deleteClaim: false`` is ``Released`` with its claim kept, and declaring it again
-   takes that claim back (the LogVolume leaves Released).
+   takes that claim back (the LogVolume leaves Released);
+5. with broker 1's other directory really nearly full (a file fills its tmpfs), draining a
+   directory of broker 1 sends its replicas to broker 2 instead.
 
 The claims here are API objects without volumes (no node): whether a claim is deleted or kept
 is the operator's decision, and that is what this module proves; ``tests/node`` does the same
@@ -40,7 +42,7 @@ from typing import Any
 
 import pytest
 from controlplane import stop_process_group
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition, TopicPartitionReplica
 from kafka.admin import KafkaAdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -396,3 +398,50 @@ def test_without_delete_claim_the_claim_is_kept_and_declaring_the_id_again_takes
     assert ns.events("VolumeReattached")
     # The deleted one stays Released: its id is not declared.
     assert scene.state("b1-data-1") == "Released"
+
+
+def test_replicas_that_do_not_fit_in_the_brokers_other_directories_go_to_another_broker(
+    scene: Scene,
+) -> None:
+    """Broker 1's other declared directory is (really) nearly full: draining b1-data-2 sends
+    its replicas to broker 2 rather than into a disk they would fill."""
+    ns = scene.ns
+    scene.desire("b2-data-0", "Active")
+    _wait(lambda: scene.state("b2-data-0") == "Active", "b2-data-0 Active again")
+    spill_dir = str(scene.disks["b1-data-2"])
+    admin = KafkaAdminClient(bootstrap_servers=scene.servers)
+    try:
+        admin.create_topics([NewTopic("spill", -1, replica_assignments={0: [1], 1: [1]})])
+
+        def placed() -> bool:
+            answer = admin.alter_replica_log_dirs(
+                {TopicPartitionReplica("spill", p, 1): spill_dir for p in (0, 1)}
+            )
+            return all(e is None or e.__name__ == "NoError" for e in answer.values())
+
+        _wait(placed, "both spill replicas in b1-data-2")
+    finally:
+        admin.close()
+    scene.produce("spill", 2000, 2)
+    _wait(lambda: (s := scene.lv("b1-data-2").get("status") or {}).get("replicaCount") == 2
+          and s.get("usedBytes", 0) >= 2000 * 1000 and s, "the spill bytes in b1-data-2")  # fmt: skip
+    full = scene.lv("b1-data-0")["status"]
+    # Leave data-0 less room than one spill partition (~1 MB) above the drain's 5 % reserve.
+    filler = scene.disks["b1-data-0"] / "filler"
+    room = full["usableBytes"] - int(0.05 * full["totalBytes"]) - 200_000
+    with filler.open("wb") as f:
+        f.write(b"\0" * room)
+    try:
+        _wait(lambda: (scene.lv("b1-data-0")["status"].get("usableBytes") or 1 << 40)
+              < full["usableBytes"] - room // 2, "data-0's usable bytes down")  # fmt: skip
+        replicas_in_0 = scene.lv("b1-data-0")["status"]["replicaCount"]
+        scene.desire("b1-data-2", "Drained")
+        done = _wait(lambda: scene.state("b1-data-2") == "Empty" and scene.lv("b1-data-2"),
+                     "b1-data-2 Empty", timeout=180)  # fmt: skip
+        assert done["status"]["drain"]["reassignment"] == "drain-b1-data-2"
+        ra = ns.get("reassignment", "drain-b1-data-2")
+        assert sorted(p["replicas"] for p in ra["spec"]["partitions"]) == [[2], [2]]
+        assert scene.lv("b1-data-0")["status"]["replicaCount"] == replicas_in_0
+        assert sorted(scene.consume_all("spill", 2)) == sorted(scene.sent["spill"])
+    finally:
+        filler.unlink()
