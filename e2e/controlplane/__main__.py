@@ -156,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     # Everything after "--" is the command `exec` runs, options included.
     command = argv[argv.index("--") + 1 :] if "--" in argv else []
     argv = argv[: argv.index("--")] if "--" in argv else argv
-    args = _parser().parse_args(argv)
+    # Intermixed: scripts/controlplane.sh puts --dir before the positional PV MODE or ARCHIVE.
+    args = _parser().parse_intermixed_args(argv)
     args.args += command
     state: Path = args.dir.resolve()
     try:

@@ -152,3 +152,14 @@ def test_service_account_tokens_are_issued_and_verified(
     )
     assert result["status"]["authenticated"] is True
     assert result["status"]["user"]["username"] == f"system:serviceaccount:{namespace}:default"
+
+
+def test_volume_commands_take_pv_and_mode_after_the_state_dir_as_the_script_passes_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """scripts/controlplane.sh runs ``controlplane CMD --dir DIR "$@"``: the positional PV MODE
+    come after an option, which plain parse_args refused as unrecognized arguments."""
+    from controlplane.__main__ import main
+
+    assert main(["fail-volume", "--dir", str(tmp_path), "pvc-1", "io-error"]) == 1
+    assert "no node is running" in capsys.readouterr().err
