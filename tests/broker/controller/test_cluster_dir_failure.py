@@ -4,9 +4,9 @@ of exactly the partitions in that directory to in-sync replicas on other brokers
 the broker stays up leading the partitions of its healthy directory, and clients produce to
 the new leaders.
 
-Follower replication is not built yet (issue #9), so records written before the failure are
-not on the new leaders; this test checks the controller's reaction and the service of new
-records.
+This test checks the controller's reaction and the service of new records; that no acked
+record is lost across the failure (leader and follower, with and without a bounce) is
+tests/broker/system/test_log_dir_failure.py's claim.
 """
 
 from __future__ import annotations
