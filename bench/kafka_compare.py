@@ -120,20 +120,8 @@ def start_kafka(work: Path, dirs: int) -> tuple[subprocess.Popen[bytes], int]:
             ]
         )
     )
-    java = [
-        "java",
-        "-Xms1g",
-        "-Xmx1g",
-        "-XX:+UseG1GC",
-        f"-Dlog4j.configuration=file:{home / 'tools-log4j.properties'}",
-        "-cp",
-        f"{home / 'lib'}/*",
-    ]
-    subprocess.run(
-        [*java, "kafka.tools.StorageTool", "format", "-t", _kafka_cluster_id(), "-c", str(props)],
-        check=True,
-        capture_output=True,
-    )
+    java = kafka_java(home)
+    format_kafka(java, props, kafka_cluster_id())
     log = work / "kafka.log"
     proc = subprocess.Popen(
         [*java, "kafka.Kafka", str(props)], stdout=log.open("wb"), stderr=subprocess.STDOUT
@@ -142,7 +130,30 @@ def start_kafka(work: Path, dirs: int) -> tuple[subprocess.Popen[bytes], int]:
     return proc, port
 
 
-def _kafka_cluster_id() -> str:
+def kafka_java(home: Path, heap: str = "-Xms1g") -> list[str]:
+    """The JVM command line that runs a Kafka class from the cached jars (G1, 1 GiB max heap;
+    ``heap`` is the initial heap option). Shared with bench/cluster_compare.py."""
+    return [
+        "java",
+        heap,
+        "-Xmx1g",
+        "-XX:+UseG1GC",
+        f"-Dlog4j.configuration=file:{home / 'tools-log4j.properties'}",
+        "-cp",
+        f"{home / 'lib'}/*",
+    ]
+
+
+def format_kafka(java: list[str], props: Path, cluster_id: str) -> None:
+    """``kafka-storage format``: a KRaft node's log dirs get the cluster id before it starts."""
+    subprocess.run(
+        [*java, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)],
+        check=True,
+        capture_output=True,
+    )
+
+
+def kafka_cluster_id() -> str:
     import base64
 
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -257,15 +268,16 @@ def measure(port: int, probe: PeakRss, *, topic: str, mb: int, partitions: int) 
     return out
 
 
-def _produce(bootstrap: str, topic: str, count: int, partitions: int) -> float:
-    """Seconds to produce ``count`` messages round-robin over the partitions until flush()."""
+def _produce(bootstrap: str, topic: str, count: int, partitions: int, acks: int | str = 1) -> float:
+    """Seconds to produce ``count`` messages round-robin over the partitions until flush()
+    (bench/cluster_compare.py passes ``acks="all"``)."""
     from confluent_kafka import Producer
 
     payload = os.urandom(MSG_SIZE)
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
-            "acks": 1,
+            "acks": acks,
             "linger.ms": 20,
             "batch.size": 1_000_000,
             "batch.num.messages": 100_000,
