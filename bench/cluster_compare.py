@@ -281,9 +281,9 @@ def create_topic(
     wait until every partition has a leader and a whole ISR."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": system.bootstrap()})
+    admin = AdminClient({"bootstrap.servers": system.bootstrap(), "log_level": 0})
     new = (
-        NewTopic(topic, replica_assignment=assignment)
+        NewTopic(topic, len(assignment), replica_assignment=assignment)
         if assignment
         else NewTopic(topic, partitions, 3)
     )
@@ -305,7 +305,7 @@ def wait_isr(system: System, topic: str, timeout_s: float = 120) -> dict[int, An
     """Poll metadata until every partition of ``topic`` has a leader and ISR == replicas."""
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": system.bootstrap()})
+    admin = AdminClient({"bootstrap.servers": system.bootstrap(), "log_level": 0})
     deadline = time.monotonic() + timeout_s
     parts: dict[int, Any] = {}
     while True:
@@ -409,6 +409,7 @@ def failover(system: System, r: int) -> dict[str, float]:
             "linger.ms": 0,
             "message.timeout.ms": 120_000,
             "enable.idempotence": False,
+            "log_level": 0,  # not one line per refused reconnect to the killed leader
         }
     )
     acks: list[tuple[float, float]] = []  # (sent, acked), monotonic
@@ -456,11 +457,13 @@ def run_round(system: System, work: Path, r: int, args: argparse.Namespace) -> d
             if n.proc is not None
         ]
         os.sync()
+        began = time.monotonic()
         out["produce_mb_s"] = count * MSG_SIZE / _produce(bootstrap, topic, count, 3, "all") / MB
         out["consume_mb_s"] = count * MSG_SIZE / _consume(bootstrap, topic, count + 1, 3) / MB
         p50, p99 = produce_latency(bootstrap, topic, args.latency_msgs, args.rate)
         out["produce_p50_ms"], out["produce_p99_ms"] = p50, p99
         out["reassign_mb_s"] = reassign(system, work, f"move-{r}", args.move_mb * MB)
+    out["load_phases_s"] = time.monotonic() - began
     out["peak_rss_cluster_mb"] = sum(p[0] for p in peaks)
     out["peak_rss_max_broker_mb"] = max(p[0] for p in peaks)
     out.update(failover(system, r))
