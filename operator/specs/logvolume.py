@@ -19,6 +19,18 @@ from spindle.operator.specs.names import (
 from spindle.operator.specs.status import Condition, merge_conditions
 from spindle.operator.specs.volume_state import Evidence, Failure, decide_state, find_failure
 
+#: At most this many of a directory's partitions are listed in its status, largest first: the
+#: dashboard's volume page shows them, and a LogVolume whose directory holds thousands stays a
+#: small object (``replicaCount`` still counts them all). The CRD's ``maxItems`` matches.
+LISTED_PARTITIONS = 100
+
+
+def held_partitions(sizes: Mapping[tuple[str, int], int]) -> list[dict[str, Any]]:
+    """The partitions whose current replica the directory holds, as the broker's DescribeLogDirs
+    reported them: largest first (then by name), at most ``LISTED_PARTITIONS``."""
+    ranked = sorted(sizes.items(), key=lambda item: (-item[1], item[0]))[:LISTED_PARTITIONS]
+    return [{"topic": t, "partition": p, "sizeBytes": size} for (t, p), size in ranked]
+
 
 def build_logvolume(broker: BrokerSpec, volume: VolumeSpec) -> Obj:
     """The LogVolume for one volume. ``spec.desiredState`` is the user's and is not set here:
@@ -76,6 +88,7 @@ def logvolume_status(
     if report is not None and report.error is None:
         status["usedBytes"] = report.used_bytes
         status["replicaCount"] = report.replicas
+        status["partitions"] = held_partitions(report.partitions)
         status["cordoned"] = report.cordoned
         if report.usable_bytes is not None and report.usable_bytes >= 0:
             status["usableBytes"] = report.usable_bytes

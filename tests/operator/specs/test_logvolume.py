@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from spindle.operator import specs
 from spindle.operator.specs import BrokerSpec
+from spindle.operator.specs.logvolume import LISTED_PARTITIONS
+from spindle.operator.specs.volume_state import DirReport, Evidence
 
 
 def test_logvolume_names_its_broker_and_leaves_desired_state_to_the_user(
@@ -38,3 +40,34 @@ def test_logvolume_status_uses_claim_capacity_once_bound(broker: BrokerSpec) -> 
     assert bound["state"] == "Active"
     assert bound["pvName"] == "pv-1"
     assert bound["usage"] == "512Mi/2Gi"
+
+
+def test_logvolume_status_lists_the_partitions_the_broker_reports_largest_first_and_capped(
+    broker: BrokerSpec,
+) -> None:
+    sizes = {("t", p): 10 * p for p in range(LISTED_PARTITIONS + 20)}
+    sizes[("a", 0)] = sizes[("t", LISTED_PARTITIONS + 19)]  # a tie is ordered by name
+    report = DirReport(
+        "/var/lib/spindle/data-0",
+        None,
+        replicas=len(sizes),
+        used_bytes=sum(sizes.values()),
+        total_bytes=2**30,
+        partitions=sizes,
+    )
+    status = specs.logvolume_status(
+        broker.volumes[0], broker, current={}, pvc=None, generation=1, now="T",
+        evidence=Evidence(report=report),
+    )  # fmt: skip
+    listed = [(p["topic"], p["partition"], p["sizeBytes"]) for p in status["partitions"]]
+    assert status["replicaCount"] == LISTED_PARTITIONS + 21
+    expected = [("a", 0, 10 * (LISTED_PARTITIONS + 19))] + [
+        ("t", p, 10 * p) for p in range(LISTED_PARTITIONS + 19, 20, -1)
+    ]
+    assert listed == expected
+    assert len(listed) == LISTED_PARTITIONS
+    offline = specs.logvolume_status(
+        broker.volumes[0], broker, current=status, pvc=None, generation=1, now="T",
+        evidence=Evidence(report=DirReport("/var/lib/spindle/data-0", "KafkaStorageError")),
+    )  # fmt: skip
+    assert "partitions" not in offline  # the last list stands until the broker reports again
