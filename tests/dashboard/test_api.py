@@ -1,20 +1,24 @@
 """The JSON endpoints and event stream in-process (no browser), against the real API server,
 with reads set to "authenticated" and the dashboard serving one named namespace (a watch per
-namespace, as a Role-only install needs)."""
+namespace, as a Role-only install needs); and that the README documents every endpoint served."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
 import pytest
-from spindle.operator.dashboard import DashboardSettings, start
+from aiohttp import web
+from spindle.operator.dashboard import DashboardSettings, api, start
+from spindle.operator.dashboard.actions import ACTIONS
 from spindle.operator.dashboard.client import AsyncKube
+
+from ..operator.conftest import ROOT, free_port, temporary_namespace
 
 BROKER = """
 apiVersion: spindle.io/v1alpha1
@@ -28,23 +32,9 @@ spec: {brokerId: 7, cluster: solo, rack: r1, volumes: [{id: 0, size: 1Gi}]}
 def scoped(spindle_crds: Any) -> Iterator[tuple[str, str]]:
     """A namespace outside the operator's (no reconciler here) and a token for a user with
     no rights at all: authenticated, so allowed to read when reads need only that."""
-    name = f"api-{uuid.uuid4().hex[:8]}"
-    spindle_crds.kubectl("create", "namespace", name)
-    spindle_crds.kubectl("-n", name, "create", "serviceaccount", "reader")
-    token = spindle_crds.kubectl("-n", name, "create", "token", "reader").stdout.strip()
-    try:
-        yield name, token
-    finally:
-        spindle_crds.kubectl("delete", "namespace", name, "--wait=false", check=False)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    with temporary_namespace(spindle_crds, "api") as ns:
+        ns.kubectl("create", "serviceaccount", "reader")
+        yield ns.namespace, ns.token("reader")
 
 
 async def test_authenticated_reads_need_a_token_the_api_server_accepts_and_events_stream_changes(
@@ -52,7 +42,7 @@ async def test_authenticated_reads_need_a_token_the_api_server_accepts_and_event
 ) -> None:
     namespace, token = scoped
     settings = DashboardSettings(
-        port=_free_port(), read_access="authenticated", namespaces=(namespace,), keepalive_seconds=1
+        port=free_port(), read_access="authenticated", namespaces=(namespace,), keepalive_seconds=1
     )
     running = await start(settings, AsyncKube.from_kubeconfig(str(spindle_crds.kubeconfig)))
     base = running.url.rstrip("/")
@@ -152,3 +142,40 @@ def test_the_operator_refuses_a_malformed_dashboard_address() -> None:
     )
     assert result.returncode != 0
     assert "--dashboard expects HOST:PORT" in result.stderr
+
+
+def _documented(text: str) -> set[str]:
+    """``METHOD PATH`` for each endpoint the README's table names, its shorthands expanded:
+    ``X[/NS/NAME]`` is X and X/NS/NAME, ``{a,b}`` each of a and b."""
+    found = set()
+    for method, path in re.findall(r"`(GET|POST) (/api/v1/[^`?\s]*)", text):
+        paths = [path]
+        if "[" in path:
+            paths = [path.replace("[", "").replace("]", ""), re.sub(r"\[.*?\]", "", path)]
+        for one in paths:
+            braces = re.search(r"\{(.*?)\}", one)
+            options = braces.group(1).split(",") if braces else [""]
+            found |= {
+                f"{method} {one.replace(braces.group(0), o) if braces else one}" for o in options
+            }
+    return found
+
+
+def test_every_json_endpoint_and_action_is_documented_in_the_readme() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("**The dashboard.**") : readme.index("**The planner.**")]
+    documented = _documented(section)
+    served = set()
+    for route in api.routes:
+        assert isinstance(route, web.RouteDef)
+        path = route.path.replace("{namespace}", "NS").replace("{name}", "NAME")
+        if "{plural}" in path:
+            plurals = {plural for plural, _ in ACTIONS}
+            served |= {f"{route.method} {path.replace('{plural}', p)}" for p in plurals}
+        else:
+            served.add(f"{route.method} {path}")
+    served = {s.replace("{action}", "ACTION") for s in served}
+    assert served == documented
+    # Each action is named in the README's row for POST.
+    (row,) = [line for line in section.splitlines() if "`POST /api/v1/" in line]
+    assert {verb for _, verb in ACTIONS} <= set(re.findall(r"`(\w+)`", row))

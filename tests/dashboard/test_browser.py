@@ -13,6 +13,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -380,3 +381,58 @@ def test_the_reassignment_page_shows_progress_rate_and_each_partition(
     page.wait_for_selector(".flash")
     assert demo.get("reassignment", "orders-0-spread")["spec"]["cancel"] is True
     assert page.get_by_text("Cancellation requested.").is_visible()
+
+
+def test_pages_load_only_the_dashboards_own_files_nothing_from_a_cdn(
+    browser: Any, dashboard_url: str, proposals: Any
+) -> None:
+    page = context(browser, dashboard_url).new_page()
+    requested: list[str] = []
+    page.on("request", lambda r: requested.append(r.url))
+    policies = set()
+    for path in PAGES:
+        answer = page.goto(path.format(ns=proposals.namespace))
+        policies.add(answer.headers["content-security-policy"])
+    elsewhere = [u for u in requested if not u.startswith(dashboard_url + "/")]
+    assert elsewhere == []
+    assert any(urlsplit(u).path.endswith(".js") for u in requested)
+    assert any(urlsplit(u).path.endswith(".css") for u in requested)
+    # The browser itself would refuse anything else: scripts, styles, images only from here.
+    (policy,) = policies
+    assert "default-src 'self'" in policy
+    assert "script-src 'self'" in policy
+
+
+VOLUME_STATES = [
+    "Active",
+    "Cordoned",
+    "Draining",
+    "Offline",
+    "Replacing",
+    "Rebuilding",
+    "Empty",
+    "Released",
+]
+
+
+def test_each_volume_state_colours_its_bar_as_the_legend_shows_and_no_two_alike(
+    browser: Any, dashboard_url: str, demo: Any
+) -> None:
+    """Last in the module: it moves the example's volumes through every state."""
+    names = [f"demo-{b}-data-{v}" for b in range(3) for v in range(3)]
+    for name, state in zip(names, VOLUME_STATES, strict=False):
+        demo.patch_status("logvolume", name, {"state": state})
+    page = context(browser, dashboard_url).new_page()
+    page.goto("/")
+    colours = {}
+    for name, state in zip(names, VOLUME_STATES, strict=False):
+        row = page.locator(f'tr[data-volume="{demo.namespace}/{name}"][data-state="{state}"]')
+        row.wait_for()
+        bar = row.locator("rect.fill").evaluate("e => getComputedStyle(e).fill")
+        badge = row.locator(".badge").evaluate("e => getComputedStyle(e).backgroundColor")
+        swatch = page.locator(f".legend .swatch.state-{state}").evaluate(
+            "e => getComputedStyle(e).backgroundColor"
+        )
+        assert bar == badge == swatch, (state, bar, badge, swatch)
+        colours[state] = bar
+    assert len(set(colours.values())) == len(VOLUME_STATES), colours

@@ -23,6 +23,7 @@ import spindle.broker.protocol.apis  # noqa: F401  (kafka-python's schemas, warn
 from controlplane import stop_process_group
 from kafka import KafkaProducer
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+from kafka.errors import KafkaError
 
 from ..broker.conftest import Broker, Etcd, make_broker
 from ..broker.conftest import etcd as etcd
@@ -393,6 +394,24 @@ class World:
             capture_output=True, text=True, timeout=600, check=False,
         )  # fmt: skip
 
+    def fail_fourth_dir(self) -> str:
+        """Remount the fourth tmpfs read-only and write to its canary until the broker says the
+        directory is offline (DescribeLogDirs KAFKA_STORAGE_ERROR); returns its path."""
+        failed = self.dirs[3]
+        canary = next(p for p, d in self.placement(CANARY).items() if d == failed)
+        subprocess.run(["mount", "-o", "remount,ro", failed], check=True)
+        producer = KafkaProducer(bootstrap_servers=self.broker.bootstrap, acks=1, retries=0)
+
+        def offline() -> bool:
+            with contextlib.suppress(KafkaError):
+                producer.send(CANARY, b"x" * 100, partition=canary).get(timeout=5)
+            dirs = self.admin.describe_log_dirs(brokers=[self.broker.node_id])[0]["log_dirs"]
+            return any(d["log_dir"] == failed and d["error_code"] != 0 for d in dirs)
+
+        self.wait("the fourth directory offline", offline, timeout=60)
+        producer.close()
+        return failed
+
     def made_by(self, rebalance: str) -> set[str]:
         """Reassignments a Rebalance created (they carry its label)."""
         out = self.ns.kubectl(
@@ -421,13 +440,17 @@ def world_dashboard() -> bool:
 def world(
     spindle_crds: Any, etcd: Etcd, tmp_path_factory: pytest.TempPathFactory, world_dashboard: bool
 ) -> Iterator[World]:
-    """One broker on four 24 MB tmpfs directories with a ``moves`` topic (3 partitions of 2 MB)
-    and a ``canary`` (one partition per directory, so that the fourth can be failed for real by
-    writing to its canary), and ``spindle-operator run`` serving ``ra-*`` namespaces with
-    ``--bootstrap loop=<broker>``, for the whole module. Needs root (mounts)."""
+    """One broker (node id 1) on four 24 MB tmpfs directories (``disks/data-0`` to ``data-3``)
+    with a ``moves`` topic (3 partitions of 2 MB) and a ``canary`` (one partition per directory,
+    so that the fourth can be failed for real by writing to its canary), and ``spindle-operator
+    run`` serving ``ra-*`` namespaces with ``--bootstrap loop=<broker>``, for the whole module.
+    Needs root (mounts)."""
     base = tmp_path_factory.mktemp("reassign")
     with contextlib.ExitStack() as stack:
-        dirs = [stack.enter_context(tmpfs(base / f"disk{i}", "24m")) for i in range(4)]
+        # Named as the operator names a volume's mount (data-<id>), so that a Broker object
+        # declaring volumes 0-3 gets LogVolumes reporting these very directories.
+        disks = base / "disks"
+        dirs = [stack.enter_context(tmpfs(disks / f"data-{i}", "24m")) for i in range(4)]
         # One mover thread: partitions are copied one after another, so progress is seen
         # partition by partition (see World.wait_moving).
         extra = {"file.delete.delay.ms": "0", "num.replica.alter.log.dirs.threads": "1"}

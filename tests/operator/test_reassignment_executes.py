@@ -19,12 +19,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-from contextlib import suppress
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.errors import KafkaError
+from kafka import KafkaConsumer, TopicPartition
 
 from .conftest import (
     CANARY,
@@ -46,25 +43,6 @@ pytestmark = [
 ]
 
 FINALIZER = "spindle.io/rollback-on-delete"
-
-
-def _fail_fourth_dir(w: World) -> str:
-    """Remount the fourth tmpfs read-only and write to its canary until the broker says the
-    directory is offline (DescribeLogDirs KAFKA_STORAGE_ERROR)."""
-    failed = w.dirs[3]
-    canary = next(p for p, d in w.placement(CANARY).items() if d == failed)
-    subprocess.run(["mount", "-o", "remount,ro", failed], check=True)
-    producer = KafkaProducer(bootstrap_servers=w.broker.bootstrap, acks=1, retries=0)
-
-    def offline() -> bool:
-        with suppress(KafkaError):
-            producer.send(CANARY, b"x" * 100, partition=canary).get(timeout=5)
-        dirs = w.admin.describe_log_dirs(brokers=[w.broker.node_id])[0]["log_dirs"]
-        return any(d["log_dir"] == failed and d["error_code"] != 0 for d in dirs)
-
-    w.wait("the fourth directory offline", offline, timeout=60)
-    producer.close()
-    return failed
 
 
 def test_moves_run_throttled_with_progress_and_complete_with_every_record(world: World) -> None:
@@ -287,7 +265,7 @@ def test_stopping_an_auto_approved_rebalance_mid_move_rolls_its_reassignment_bac
 
 def test_invalid_reassignments_are_refused_naming_each_problem(world: World) -> None:
     w = world
-    offline = _fail_fourth_dir(w)
+    offline = w.fail_fourth_dir()
     cordoned = w.dirs[2]
     w.ns.apply(json.dumps({
         "apiVersion": "spindle.io/v1alpha1", "kind": "LogVolume",
