@@ -26,11 +26,9 @@ log = logging.getLogger(__name__)
 HERE = Path(__file__).parent
 
 
-def create_app(
-    settings: DashboardSettings, kube: AsyncKube, store: Store | None = None
-) -> web.Application:
-    """The application; the caller starts ``store`` (``start`` below does both)."""
-    app = web.Application(client_max_size=64 * 1024)
+def template_environment() -> jinja2.Environment:
+    """The pages' templates. Strict: a value a template names but the view lacks is an error
+    (a 500 and a failing test), never a silently empty cell."""
     templates = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
         autoescape=True,
@@ -40,6 +38,15 @@ def create_app(
     )
     # Globals, not per-render values: imported macros see globals but not the render context.
     templates.globals.update(dash=DASH, human_bytes=human_bytes, percent=percent)
+    return templates
+
+
+def create_app(
+    settings: DashboardSettings, kube: AsyncKube, store: Store | None = None
+) -> web.Application:
+    """The application; the caller starts ``store`` (``start`` below does both)."""
+    app = web.Application(client_max_size=64 * 1024)
+    templates = template_environment()
     app[DASHBOARD] = Dashboard(
         settings=settings,
         kube=kube,

@@ -26,6 +26,13 @@ APPROVABLE = frozenset({"ProposalReady"})
 STOPPABLE = frozenset({"Pending", "Snapshotting", "Planning", "ProposalReady", "Executing"})
 
 
+#: The throttles a Reassignment's spec may set (either may be absent: that one is unthrottled).
+THROTTLES = {
+    "interBrokerBytesPerSecond": "inter-broker",
+    "intraBrokerBytesPerSecond": "intra-broker",
+}
+
+
 def _meta(obj: Obj) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
 
@@ -58,6 +65,8 @@ def reassignment_view(item: Obj, *, now: dt.datetime) -> dict[str, Any]:
                 "error": state.get("error"),
             }
         )
+    given = spec.get("throttle") or {}
+    throttle = {key: fmt.as_int(given.get(key)) for key in THROTTLES}
     return {
         "namespace": _meta(item).get("namespace", ""),
         "name": _meta(item).get("name", ""),
@@ -77,7 +86,11 @@ def reassignment_view(item: Obj, *, now: dt.datetime) -> dict[str, Any]:
         "etaText": fmt.duration((eta - now).total_seconds()) if eta else fmt.DASH,
         "startTime": status.get("startTime"),
         "completionTime": status.get("completionTime"),
-        "throttle": dict(spec.get("throttle") or {}),
+        "throttle": throttle,
+        "throttleText": ", ".join(
+            f"{label} {fmt.rate(throttle[key]) if throttle[key] is not None else 'unthrottled'}"
+            for key, label in THROTTLES.items()
+        ),
         "partitions": partitions,
     }
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from spindle.operator.dashboard import fmt, proposals, views
 from spindle.operator.dashboard.actions import ACTIONS
+from spindle.operator.dashboard.app import template_environment
 from spindle.operator.dashboard.auth import Sessions, User, csrf_matches
 from spindle.operator.dashboard.settings import parse_listen
 from spindle.operator.dashboard.store import literal, serves
@@ -164,6 +165,39 @@ def test_a_moving_reassignment_shows_a_rate_of_bytes_over_time_since_start_and_c
     assert view["canCancel"] is True
     assert ACTIONS["reassignments", "cancel"].allowed(item) is None
     assert view["partitions"][0]["phase"] == "Pending"
+
+
+@pytest.mark.parametrize(
+    ("throttle", "shown"),
+    [
+        ({}, "inter-broker unthrottled, intra-broker unthrottled"),
+        ({"intraBrokerBytesPerSecond": 51200}, "inter-broker unthrottled, intra-broker 50.0 KiB/s"),
+        (
+            {"interBrokerBytesPerSecond": 2 * 2**20, "intraBrokerBytesPerSecond": 1024},
+            "inter-broker 2.0 MiB/s, intra-broker 1.0 KiB/s",
+        ),
+    ],
+)
+def test_the_reassignment_page_renders_with_either_throttle_absent(
+    throttle: dict[str, int], shown: str
+) -> None:
+    """A Rebalance's batches set only the intra-broker throttle: the page once failed (500) on
+    the absent one, seen only with a real Reassignment in the browser test."""
+    item = {
+        "metadata": {"namespace": "ns", "name": "r"},
+        "spec": {
+            "cluster": "c",
+            "partitions": [{"topic": "t", "partition": 0, "replicas": [1], "logDirs": ["/d"]}],
+            "throttle": throttle,
+        },
+        "status": {"phase": "Moving"},
+    }
+    view = proposals.reassignment_view(item, now=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    assert view["throttleText"] == shown
+    template = template_environment().get_template("reassignment.html")
+    context = template.new_context({"r": view, "flash": [], "csrf": "x", "path": "/"})
+    html = "".join(template.blocks["main"](context))
+    assert f"<dd>{shown}</dd>" in html
 
 
 @pytest.mark.parametrize("phase", ["Pending", "Cancelling", "Completed", "Cancelled", "Failed"])
