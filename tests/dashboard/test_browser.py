@@ -421,7 +421,11 @@ def test_each_volume_state_colours_its_bar_as_the_legend_shows_and_no_two_alike(
     """Last in the module: it moves the example's volumes through every state."""
     names = [f"demo-{b}-data-{v}" for b in range(3) for v in range(3)]
     for name, state in zip(names, VOLUME_STATES, strict=False):
-        demo.patch_status("logvolume", name, {"state": state})
+        # Offline stands only with its failure (the operator's rule: without one it is Pending).
+        failure = {"source": "IOError", "message": "test", "time": "2026-11-24T12:00:00Z"}
+        demo.patch_status(
+            "logvolume", name, {"state": state, "failure": failure if state == "Offline" else None}
+        )
     page = context(browser, dashboard_url).new_page()
     page.goto("/")
     colours = {}

@@ -31,8 +31,9 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs per log dir: needs root"),
 ]
 
-# Slow enough that the first batch is still moving when the page's Stop is clicked.
-THROTTLE = 100 * 1024
+# Slow enough that the first batch (three half-megabyte partitions, ~30 s) is still moving when
+# the page's Stop is clicked, even on a busy machine.
+THROTTLE = 50 * 1024
 
 
 @pytest.fixture(scope="module")
@@ -138,13 +139,24 @@ def test_approving_a_planned_proposal_in_the_page_creates_its_reassignments(
     status = w.wait_phase("rb", "Executing", kind="rebalance")
     assert status["reassignment"] == "rb-1"
     w.wait_moving("rb-1")  # the broker is copying a replica for it
-    user = f"system:serviceaccount:{w.ns.namespace}:dash-operator-user"
-    assert [m for m in events(w, "ApprovedInDashboard") if user in m]
+    # The batch's own page, in another tab: each partition with its target directory and state.
+    batch = page.context.new_page()
+    batch.goto(f"/reassignments/{w.ns.namespace}/rb-1")
+    batch.wait_for_selector("h1 .phase-Moving")
+    rows = batch.locator("table.list tbody tr")
+    assert rows.count() == len(moved)
+    for i in range(rows.count()):
+        name, _, dirs, _, state = rows.nth(i).locator("th, td").all_inner_texts()[:5]
+        topic, partition = name.rsplit("-", 1)
+        assert [dirs] == moved[topic, int(partition)]
+        assert state in {"Pending", "Moving", "Completed"}
 
-    # The open page follows by itself: Executing, with a link to the running batch.
+    # The open proposal page followed by itself: Executing, with a link to the running batch.
     page.wait_for_selector("h1 .phase-Executing")
     page.wait_for_selector(f'a[href="/reassignments/{w.ns.namespace}/rb-1"]')
     page.screenshot(path=str(shots / "proposal-executing.png"), full_page=True)
+    user = f"system:serviceaccount:{w.ns.namespace}:dash-operator-user"
+    assert [m for m in events(w, "ApprovedInDashboard") if user in m]
 
     page.get_by_role("button", name="Stop").click()
     page.wait_for_selector(".flash")
@@ -152,6 +164,9 @@ def test_approving_a_planned_proposal_in_the_page_creates_its_reassignments(
     assert final["phase"] == "Stopped", final
     assert w.status("rb-1")["phase"] == "Cancelled"
     assert w.made_by("rb") == {"rb-1"}  # no batch started after the stop
+    batch.wait_for_selector("h1 .phase-Cancelled")  # that tab followed too
+    states = [r.locator("td .phase").inner_text() for r in rows.all()]
+    assert states == ["Cancelled"] * len(moved)
     assert [m for m in events(w, "StoppedInDashboard") if user in m]
 
 
