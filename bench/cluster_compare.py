@@ -538,8 +538,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--latency-msgs", type=int, default=2000)
     parser.add_argument("--rate", type=float, default=1000, help="latency run, messages/s")
     parser.add_argument("--warmup", type=int, default=1, help="rounds run first, not counted")
-    parser.add_argument("--rounds", type=int, default=3, help="counted rounds (median kept)")
-    parser.add_argument("--quick", action="store_true", help="16 MiB, 32 MB moves, 1 round")
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="counted rounds, median kept (3; --quick: 1)"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="16 MiB, 32 MB moves, 1000 latency messages, 1 round"
+    )
     parser.add_argument(
         "--throttle",
         action="store_true",
@@ -548,7 +552,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args()
     if args.quick:
-        args.mb, args.move_mb, args.latency_msgs, args.rounds = 16, 32, 1000, 1
+        args.mb, args.move_mb, args.latency_msgs = 16, 32, 1000
+    if args.rounds is None:
+        args.rounds = 1 if args.quick else 3
     return args
 
 
