@@ -239,29 +239,53 @@ class ReplicaFetcher:
                 if tp not in self.partitions:
                     continue
                 replica = self._logs.get_log(tp)
-                if replica is None:
-                    continue
-                if p.error_code != ErrorCode.NONE:
-                    log.debug("fetch of %s from %d: error %d", tp, self.leader_id, p.error_code)
-                    continue
-                diverging = getattr(p, "diverging_epoch", None)  # Fetch v12+
-                if diverging is not None and diverging.end_offset >= 0:
-                    answer = (diverging.epoch, diverging.end_offset)
-                    if not truncate_to_leader(tp, replica, answer, self.leader_id):
-                        self.truncating.add(tp)
-                    continue
-                records = whole_batches(bytes(p.records or b""))
-                if records:
-                    try:
-                        replica.append(records, assign_offsets=False)
-                    except KafkaStorageError as exc:
-                        # Its directory just failed (the failure channel took it offline):
-                        # only this partition stops; the others from this leader go on.
-                        log.warning("%s: cannot append what %d sent: %s", tp, self.leader_id, exc)
-                        continue
-                    self.fetched_bytes += len(records)
-                    self._pacer.fetched(tp, len(records), sent_at)
-                replica.high_watermark = min(p.high_watermark, replica.log_end_offset)
+                if replica is not None:
+                    self._apply_partition(tp, replica, p, sent_at)
+
+    def _apply_partition(self, tp: TopicPartition, replica: Log, p: Any, sent_at: float) -> None:
+        if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            self._out_of_range(tp, replica, p.log_start_offset)
+            return
+        if p.error_code != ErrorCode.NONE:
+            log.debug("fetch of %s from %d: error %d", tp, self.leader_id, p.error_code)
+            return
+        diverging = getattr(p, "diverging_epoch", None)  # Fetch v12+
+        if diverging is not None and diverging.end_offset >= 0:
+            answer = (diverging.epoch, diverging.end_offset)
+            if not truncate_to_leader(tp, replica, answer, self.leader_id):
+                self.truncating.add(tp)
+            return
+        records = whole_batches(bytes(p.records or b""))
+        if records:
+            try:
+                replica.append(records, assign_offsets=False)
+            except KafkaStorageError as exc:
+                # Its directory just failed (the failure channel took it offline):
+                # only this partition stops; the others from this leader go on.
+                log.warning("%s: cannot append what %d sent: %s", tp, self.leader_id, exc)
+                return
+            self.fetched_bytes += len(records)
+            self._pacer.fetched(tp, len(records), sent_at)
+        replica.high_watermark = min(p.high_watermark, replica.log_end_offset)
+
+    def _out_of_range(self, tp: TopicPartition, replica: Log, leader_log_start: int) -> None:
+        """OFFSET_OUT_OF_RANGE: below the leader's log start (retention or DeleteRecords
+        there while this replica was away), start over empty at it, as Kafka's follower does;
+        beyond the leader's log end, find where the logs part again (OffsetsForLeaderEpoch)."""
+        if leader_log_start > replica.log_end_offset:
+            log.info(
+                "%s: log end %d is below leader %d's log start %d; starting over there",
+                tp,
+                replica.log_end_offset,
+                self.leader_id,
+                leader_log_start,
+            )
+            try:
+                replica.truncate_fully_and_start_at(leader_log_start)
+            except KafkaStorageError as exc:
+                log.warning("%s: cannot start over at %d: %s", tp, leader_log_start, exc)
+        else:
+            self.truncating.add(tp)
 
     def _epoch_asks(self) -> dict[TopicPartition, tuple[int, int]]:
         """What to ask the leader for the partitions still truncating: partition -> (current

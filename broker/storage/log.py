@@ -459,6 +459,28 @@ class Log:
             self.recovery_point = min(self.recovery_point, leo)
             self.generation += 1
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Follower whose log end is below the leader's log start (retention or DeleteRecords
+        there while it was away): drop everything and start empty at ``offset`` (Kafka's
+        ``truncateFullyAndStartAt``), epochs included -- the next fetch brings them again."""
+        with self.lock:
+            self._check_usable()
+            with self._guard("truncate fully"):
+                old = self._segments
+                for seg in [s for s in old if s.base_offset == offset]:
+                    seg.delete()  # the fresh segment reuses its file name
+                # One assignment: lock-free readers never see an empty segment list.
+                self._segments = [self._new_segment(offset)]
+                for seg in old:
+                    if seg.base_offset != offset:
+                        seg.delete()
+                self.epochs = LeaderEpochCache()
+                self._write_epochs()
+            self._log_start_offset = offset
+            self._high_watermark = offset
+            self.recovery_point = offset
+            self.generation += 1
+
     def advance_log_start_offset(self, offset: int) -> None:
         """DeleteRecords: raise the log start offset (never beyond the high watermark)."""
         with self.lock:

@@ -160,6 +160,7 @@ def _fetch_partition(
     }
     size = 0
     held = False
+    partition_log = None
     with errors_into(out, message=False):
         if not allowed:
             raise not_authorized(Operation.READ, ResourceType.TOPIC, str(tp))
@@ -200,6 +201,10 @@ def _fetch_partition(
         size = got.size
         if replica_id >= 0:
             broker.replicas.leader_sent(tp, size, at=due)
+    if out["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE and partition_log is not None:
+        # Kafka answers -1 here and its follower asks ListOffsets next; a Spindle follower
+        # reads the leader's log start from this answer instead (one round trip fewer).
+        out["log_start_offset"] = partition_log.log_start_offset
     return out, size, held
 
 

@@ -103,3 +103,49 @@ def test_a_replica_without_epochs_truncates_to_its_high_watermark(logs: LogManag
     assert fetcher._epoch_asks() == {}
     assert replica.log_end_offset == 2
     assert fetcher.truncating == set()
+
+
+def _out_of_range(leader_log_start: int) -> SimpleNamespace:
+    part = SimpleNamespace(
+        partition_index=0,
+        error_code=1,  # OFFSET_OUT_OF_RANGE
+        records=b"",
+        high_watermark=-1,
+        log_start_offset=leader_log_start,
+    )
+    return SimpleNamespace(responses=[SimpleNamespace(topic="t", partitions=[part])])
+
+
+def test_a_follower_below_the_leaders_log_start_starts_over_there_and_fetches_again(
+    logs: LogManager,
+) -> None:
+    """Retention or DeleteRecords on the leader while this follower was away: its log end (3)
+    is below the leader's log start (10); it used to ask from 3 forever."""
+    replica = _follower_log(logs, [0, 0, 1])
+    fetcher = _fetcher(logs)
+    fetcher.set_partitions([TP], {TP: 1})
+    fetcher.truncating.clear()
+    fetcher._apply(_out_of_range(10))
+    assert (replica.log_start_offset, replica.log_end_offset, replica.high_watermark) == (
+        10,
+        10,
+        10,
+    )
+    assert replica.epochs.entries == []
+    (sent,) = fetcher._request([TP]).topics[0].partitions
+    assert (sent.fetch_offset, sent.last_fetched_epoch) == (10, -1)
+    replica.append(
+        build_batch([b"y"], base_offset=10, partition_leader_epoch=1), assign_offsets=False
+    )
+    assert replica.log_end_offset == 11
+    assert [(e.epoch, e.start_offset) for e in replica.epochs.entries] == [(1, 10)]
+
+
+def test_a_follower_beyond_the_leaders_log_end_asks_where_the_logs_part(logs: LogManager) -> None:
+    replica = _follower_log(logs, [0, 0, 1])
+    fetcher = _fetcher(logs)
+    fetcher.set_partitions([TP], {TP: 1})
+    fetcher.truncating.clear()
+    fetcher._apply(_out_of_range(0))
+    assert replica.log_end_offset == 3
+    assert fetcher.truncating == {TP}
