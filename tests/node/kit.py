@@ -5,12 +5,41 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from controlplane import LocalControlPlane
+from controlplane import Binaries, LocalControlPlane, NodeBinaries, images, spindle_image
+from controlplane.binaries import default_cache
+from controlplane.node import etcd_image
 
 T = TypeVar("T")
+ROOT = Path(__file__).resolve().parents[2]
+RELEASE, SYSTEM = "spindle", "spindle-system"
+
+
+def install_spindle(kube: LocalControlPlane, *values: str) -> str:
+    """``helm install`` of charts/spindle as a user would, with Spindle's and etcd's images
+    built here and imported into the node (pull policy Never); ``values`` are more ``--set``
+    arguments. Returns the Spindle image's name."""
+    layout = kube.node_layout
+    assert layout is not None
+    image = spindle_image.ensure(ROOT)
+    etcd_archive, etcd_name = etcd_image(Binaries.find().etcd, default_cache() / "images")
+    for archive in (etcd_archive, image.archive):
+        images.import_image(NodeBinaries.find().ctr, layout.containerd_socket, archive)
+    repository, tag = etcd_name.rsplit(":", 1)
+    sets = [
+        f"image.tag={image.name.removeprefix('spindle:')}", "image.pullPolicy=Never",
+        f"etcd.image.repository={repository}", f"etcd.image.tag={tag}",
+        "etcd.image.pullPolicy=Never", *values,
+    ]  # fmt: skip
+    kube.helm(
+        "install", RELEASE, str(ROOT / "charts" / "spindle"), "--namespace", SYSTEM,
+        "--create-namespace", *(a for v in sets for a in ("--set", v)),
+        "--wait", "--timeout", "5m",
+    )  # fmt: skip
+    return image.name
 
 
 class Kit:

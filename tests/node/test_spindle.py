@@ -16,14 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from controlplane import Binaries, LocalControlPlane, NodeBinaries, images, spindle_image
-from controlplane.binaries import default_cache
-from controlplane.node import cluster_dns_command, etcd_image
+from controlplane import Binaries, LocalControlPlane
+from controlplane.node import cluster_dns_command
 
-from .kit import Kit
+from .kit import RELEASE, SYSTEM, Kit, install_spindle
 
 ROOT = Path(__file__).resolve().parents[2]
-RELEASE, SYSTEM, DEMO = "spindle", "spindle-system", "spindle-demo"
+DEMO = "spindle-demo"
 BROKERS = ("demo-0", "demo-1", "demo-2")
 LOG_DIRS = [f"/var/lib/spindle/data-{v}" for v in range(3)]
 
@@ -37,26 +36,13 @@ class Release:
 
 @pytest.fixture(scope="module")
 def release(node_cluster: LocalControlPlane) -> Iterator[Release]:
-    layout = node_cluster.node_layout
-    assert layout is not None
-    image = spindle_image.ensure(ROOT)
-    etcd_archive, etcd_name = etcd_image(Binaries.find().etcd, default_cache() / "images")
-    for archive in (etcd_archive, image.archive):
-        images.import_image(NodeBinaries.find().ctr, layout.containerd_socket, archive)
-    repository, tag = etcd_name.rsplit(":", 1)
-    node_cluster.helm(
-        "install", RELEASE, str(ROOT / "charts" / "spindle"), "--namespace", SYSTEM,
-        "--create-namespace", "--set", f"image.tag={image.name.removeprefix('spindle:')}",
-        "--set", "image.pullPolicy=Never", "--set", f"etcd.image.repository={repository}",
-        "--set", f"etcd.image.tag={tag}", "--set", "etcd.image.pullPolicy=Never",
-        "--wait", "--timeout", "5m",
-    )  # fmt: skip
+    image = install_spindle(node_cluster)
     node_cluster.kubectl("create", "namespace", DEMO)
     node_cluster.kubectl("apply", "-n", DEMO, "-f", str(ROOT / "examples" / "cluster.yaml"))
-    demo = Kit(node_cluster, DEMO, image.name)
+    demo = Kit(node_cluster, DEMO, image)
     for broker in BROKERS:
         demo.wait_for(lambda b=broker: pod_ready(demo, b), what=f"Pod {broker} Ready", timeout=300)
-    yield Release(node_cluster, image.name, demo)
+    yield Release(node_cluster, image, demo)
     node_cluster.kubectl("delete", "namespace", DEMO, "--wait=false")
     node_cluster.helm("uninstall", RELEASE, "--namespace", SYSTEM, check=False)
 

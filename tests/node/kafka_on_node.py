@@ -1,0 +1,156 @@
+"""Kafka clients the node tests run on the node itself: ``python -P kafka_on_node.py CMD ...``
+started through ``controlplane.node.cluster_dns_command`` (the node's network namespace, the
+cluster's DNS), so kafka-python reaches the brokers by the names they advertise, as a client in
+the cluster would. Standalone on purpose (no imports from the tests): it runs in another
+process and mount namespace. Every command prints one JSON document (``live`` one line per
+acknowledged record).
+
+Records are ``<partition>:<seq>:`` padded with ``x`` to their size, so a reader can say which
+ones it got and compare every byte with what was written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+
+
+def value(partition: int, seq: int, size: int) -> bytes:
+    return f"{partition}:{seq}:".encode().ljust(size, b"x")
+
+
+def create(args: argparse.Namespace) -> dict[str, Any]:
+    admin = KafkaAdminClient(bootstrap_servers=args.bootstrap)
+    admin.create_topics([NewTopic(args.topic, args.partitions, args.replication)])
+    admin.close()
+    return {"created": args.topic}
+
+
+def produce(args: argparse.Namespace) -> dict[str, Any]:
+    producer = KafkaProducer(
+        bootstrap_servers=args.bootstrap, acks="all", batch_size=256 * 1024, linger_ms=20
+    )
+    futures = [
+        producer.send(args.topic, value(p, seq, args.size), partition=p)
+        for seq in range(args.records)
+        for p in range(args.partitions)
+    ]
+    producer.flush()
+    for future in futures:
+        future.get(timeout=60)  # raises if any record was not acknowledged
+    producer.close()
+    return {"produced": len(futures)}
+
+
+def read(args: argparse.Namespace) -> dict[str, Any]:
+    """Every record of every partition, start to end: per partition the count, the sha256 of
+    all values in offset order, and which (partition, seq) were there."""
+    consumer = KafkaConsumer(bootstrap_servers=args.bootstrap, enable_auto_commit=False)
+    tps = [TopicPartition(args.topic, p) for p in range(args.partitions)]
+    consumer.assign(tps)
+    consumer.seek_to_beginning()
+    ends = consumer.end_offsets(tps)
+    digests = {tp.partition: hashlib.sha256() for tp in tps}
+    counts = dict.fromkeys(range(args.partitions), 0)
+    seqs: dict[int, list[int]] = {p: [] for p in range(args.partitions)}
+    deadline = time.monotonic() + 120
+    while any(consumer.position(tp) < ends[tp] for tp in tps) and time.monotonic() < deadline:
+        for tp, records in consumer.poll(timeout_ms=1000).items():
+            for record in records:
+                if record.offset >= ends[tp]:
+                    continue
+                digests[tp.partition].update(record.value)
+                counts[tp.partition] += 1
+                seqs[tp.partition].append(int(record.value.split(b":", 2)[1]))
+    consumer.close()
+    return {
+        "counts": counts,
+        "sha256": {p: d.hexdigest() for p, d in digests.items()},
+        "seqs": seqs if args.seqs else {},
+    }
+
+
+def dirs(args: argparse.Namespace) -> dict[str, Any]:
+    """DescribeLogDirs of each broker: {broker: {dir: {"topic-partition": size}}}, future
+    replicas marked with a trailing ``*``."""
+    admin = KafkaAdminClient(bootstrap_servers=args.bootstrap)
+    out: dict[str, Any] = {}
+    for broker in args.brokers:
+        answer = admin.describe_log_dirs(brokers=[broker])[0]
+        out[str(broker)] = {
+            d["log_dir"]: {
+                f"{t['name']}-{p['partition_index']}{'*' if p['is_future_key'] else ''}": p[
+                    "partition_size"
+                ]
+                for t in d.get("topics") or ()
+                for p in t["partitions"]
+            }
+            for d in answer["log_dirs"]
+        }
+    admin.close()
+    return out
+
+
+def replicas(args: argparse.Namespace) -> dict[str, Any]:
+    """Each partition's replicas, preferred leader first (Metadata)."""
+    admin = KafkaAdminClient(bootstrap_servers=args.bootstrap)
+    (topic,) = admin.describe_topics([args.topic])
+    admin.close()
+    return {str(p["partition_index"]): p["replica_nodes"] for p in topic["partitions"]}
+
+
+def live(args: argparse.Namespace) -> None:
+    """Produce with acks=all until ``--stop`` exists, printing ``partition seq`` for each
+    record the brokers acknowledged (the ones that must never be lost)."""
+    producer = KafkaProducer(bootstrap_servers=args.bootstrap, acks="all", linger_ms=5)
+
+    def acked(partition: int, seq: int) -> Any:
+        return lambda _meta: print(partition, seq, flush=True)
+
+    seq = 0
+    stop = Path(args.stop)
+    while not stop.exists():
+        for p in range(args.partitions):
+            producer.send(args.topic, value(p, seq, args.size), partition=p).add_callback(
+                acked(p, seq)
+            )
+        seq += 1
+        time.sleep(args.interval)
+    producer.flush()
+    producer.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="kafka_on_node")
+    parser.add_argument("--bootstrap", required=True)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("create", "produce", "read", "replicas", "live"):
+        cmd = sub.add_parser(name)
+        cmd.add_argument("--topic", required=True)
+        cmd.add_argument("--partitions", type=int, required=True)
+        cmd.add_argument("--replication", type=int, default=3)
+        cmd.add_argument("--records", type=int, default=0)
+        cmd.add_argument("--size", type=int, default=1000)
+        cmd.add_argument("--seqs", action="store_true")
+        cmd.add_argument("--stop", default="")
+        cmd.add_argument("--interval", type=float, default=0.1)
+    sub.add_parser("dirs").add_argument("--brokers", type=int, nargs="+", required=True)
+    args = parser.parse_args()
+    run = {"create": create, "produce": produce, "read": read, "dirs": dirs, "replicas": replicas}
+    if args.command == "live":
+        live(args)
+        return 0
+    print(json.dumps(run[args.command](args)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
