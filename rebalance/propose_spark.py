@@ -108,6 +108,35 @@ def _task(
     )
 
 
+def _shipped_frame(spark: Any, parts: list[pa.Table]) -> Any:
+    """The replica table for executors that cannot read the driver's files (Spark on
+    Kubernetes: each executor is its own Pod): each part (whole brokers) goes to its own task as
+    Arrow IPC bytes (``parallelize`` with one slice per element keeps one part per partition)
+    and is unpacked there by ``mapInArrow``, in order; cached, so the bytes cross the network
+    once, not once per round."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    schema = parts[0].schema if parts else pa.schema([])
+    blobs = []
+    for part in parts:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, part.schema) as writer:
+            writer.write_table(part)
+        blobs.append((sink.getvalue().to_pybytes(),))
+    seed = spark.createDataFrame(
+        spark.sparkContext.parallelize(blobs, max(len(blobs), 1)), "ipc binary"
+    )
+
+    def unpack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for blob in batch.column(0).to_pylist():
+                yield from pa.ipc.open_stream(blob).read_all().to_batches()
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas")
+        return seed.mapInArrow(unpack, from_arrow_schema(schema)).cache()
+
+
 class SparkProposer:
     """Spark proposer: the same batch as ``LocalProposer``, one Spark job per round.
 
@@ -123,6 +152,7 @@ class SparkProposer:
         rack_limit: I64,
         workdir: str | None = None,
         file_rows: int = FILE_ROWS,
+        shared_files: bool | None = None,
     ) -> None:
         self._spark = spark
         self.c = cluster
@@ -156,18 +186,25 @@ class SparkProposer:
             if at - cuts[-1] >= file_rows:
                 cuts.append(at)
         cuts.append(n)
-        path = os.path.join(self._tmp, "replicas")
-        os.makedirs(path)
-        for k in range(len(cuts) - 1):
-            part = table.slice(cuts[k], cuts[k + 1] - cuts[k])
-            # One row group per file: Spark never splits a row group between tasks, so each
-            # task reads whole files, hence whole brokers, whatever its split settings.
-            pq.write_table(
-                part,
-                os.path.join(path, f"part-{k:05d}.parquet"),
-                row_group_size=max(part.num_rows, 1),
-            )
-        self.frame = spark.read.parquet(path)
+        parts = [table.slice(cuts[k], cuts[k + 1] - cuts[k]) for k in range(len(cuts) - 1)]
+        if shared_files is None:
+            # Executors see the driver's files only when they run in its process (local[*]),
+            # or when ``workdir`` is storage they share.
+            shared_files = workdir is not None or spark.sparkContext.master.startswith("local")
+        if shared_files:
+            path = os.path.join(self._tmp, "replicas")
+            os.makedirs(path)
+            for k, part in enumerate(parts):
+                # One row group per file: Spark never splits a row group between tasks, so
+                # each task reads whole files, hence whole brokers, whatever its split settings.
+                pq.write_table(
+                    part,
+                    os.path.join(path, f"part-{k:05d}.parquet"),
+                    row_group_size=max(part.num_rows, 1),
+                )
+            self.frame = spark.read.parquet(path)
+        else:
+            self.frame = _shipped_frame(spark, parts)
 
     def close(self) -> None:
         """Remove the Parquet directory now (else when the proposer is collected)."""

@@ -162,6 +162,15 @@ def planning(ctx: Pass) -> None:
         ctx.phase(
             "Failed", "PlannerFailed", state.message or "the planner Job failed", warning=True
         )
+    elif state.phase == "Succeeded" and planner.read_result(ctx.api, ctx.ns, ctx.plan_name) is None:
+        # spark-submit in cluster mode exits 0 when its driver fails; the driver writes the
+        # ConfigMap before it exits, so a finished Job without one means the driver failed.
+        pods = ", ".join(planner.planner_pods(ctx.api, ctx.ns, str(ctx.meta["name"])))
+        ctx.phase(
+            "Failed", "PlannerFailed",
+            f"the planner finished without writing {ctx.plan_name}; see the logs of {pods}",
+            warning=True,
+        )  # fmt: skip
     else:
         ctx.status["plannerPods"] = planner.planner_pods(ctx.api, ctx.ns, str(ctx.meta["name"]))
 

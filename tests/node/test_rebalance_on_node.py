@@ -15,10 +15,13 @@ timed. The tests run in file order and build on each other.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import itertools
 import json
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -135,17 +138,6 @@ class Scenario:
             raise AssertionError(
                 f"timed out waiting for {what}\n{pods}\noperator:\n{log}"
             ) from None
-
-    def log_bytes(self, broker_name: str) -> int:
-        """Bytes of record data (``.log`` segments) on the broker's volumes, read on this
-        machine where the provisioner mounted them: what arrived, whoever reports it."""
-        total = 0
-        for v in range(3):
-            pv = self.kit.get("pvc", f"data-{v}-{broker_name}")["spec"]["volumeName"]
-            total += sum(
-                f.stat().st_size for f in (self.kube.state_dir / "volumes" / pv).rglob("*.log")
-            )
-        return total
 
 
 def pod_ready(kit: Kit, name: str) -> bool:
@@ -332,22 +324,54 @@ def test_intra_broker_rebalance_plans_in_a_pod_replans_when_stale_and_runs_on_th
 
 
 class Sampler:
-    """(seconds, bytes) of the new broker's record data, every half second, while running."""
+    """(seconds, bytes) of a broker's record data (``.log`` segments on its volumes, read on
+    this machine where the provisioner mounted them: what arrived, whoever reports it), every
+    0.2 s in a thread of its own while running."""
 
     def __init__(self, s: Scenario, broker_name: str) -> None:
-        self.s, self.broker_name, self.samples = s, broker_name, list[tuple[float, int]]()
+        self.paths = [
+            s.kube.state_dir / "volumes" / s.kit.get("pvc", f"data-{v}-{broker_name}")["spec"]["volumeName"]
+            for v in range(3)
+        ]  # fmt: skip
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sampler", daemon=True)
 
-    def sample(self) -> None:
-        self.samples.append((time.monotonic(), self.s.log_bytes(self.broker_name)))
+    def _bytes(self) -> int:
+        total = 0
+        for path in self.paths:
+            for f in path.rglob("*.log"):
+                with contextlib.suppress(OSError):  # a segment deleted while listed
+                    total += f.stat().st_size
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.monotonic(), self._bytes()))
+            self._stop.wait(0.2)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.samples.append((time.monotonic(), self._bytes()))
+
+    def crossing(self, level: int) -> float:
+        """When the bytes reached ``level`` (linear between the two samples around it)."""
+        for (t0, b0), (t1, b1) in itertools.pairwise(self.samples):
+            if b0 < level <= b1:
+                return t0 + (t1 - t0) * (level - b0) / (b1 - b0)
+        raise AssertionError(f"never reached {level} bytes: {self.samples[-1]}")
 
     def rate(self) -> tuple[float, int]:
         """Bytes per second between 10 % and 90 % of what arrived (start-up and the last
         partition's tail left out), and the bytes that arrived."""
-        start, end = self.samples[0][1], self.samples[-1][1]
-        total = end - start
-        lo = next(t for t, b in self.samples if b - start >= 0.1 * total)
-        hi = next(t for t, b in self.samples if b - start >= 0.9 * total)
-        return 0.8 * total / (hi - lo), total
+        start = self.samples[0][1]
+        total = self.samples[-1][1] - start
+        lo, hi = self.crossing(start + total // 10), self.crossing(start + total * 9 // 10)
+        return (total * 9 // 10 - total // 10) / (hi - lo), total
 
 
 def test_add_brokers_rebalance_runs_spark_on_kubernetes_and_moves_under_the_throttle_losing_nothing(
@@ -416,18 +440,20 @@ def run_add_brokers(s: Scenario) -> None:
     assert {m["destinationBroker"] for m in proposal["replicaMoves"]} == {3}
 
     sampler = Sampler(s, NEW_BROKER)
-    sampler.sample()
+    sampler.start()
     s.kit.kube.kubectl("-n", NS, "patch", "rebalance", "grow", "--type=merge",
                        "-p", '{"spec":{"approve":true}}')  # fmt: skip
     mark("approved")
 
-    def executed() -> dict[str, Any] | None:
-        sampler.sample()
-        return s.phase_in("rebalance", "grow", "Completed", "Failed", "Stopped")
-
-    final = s.wait("grow executed", executed, timeout=900)
+    try:
+        final = s.wait(
+            "grow executed",
+            lambda: s.phase_in("rebalance", "grow", "Completed", "Failed", "Stopped"),
+            timeout=900,
+        )
+    finally:
+        sampler.stop()
     mark("completed")
-    sampler.sample()
     assert final["phase"] == "Completed", final
     timings = {
         "planner Pod scheduled and running (apply -> spark-submit Pod Running)":

@@ -65,8 +65,9 @@ def _same(a: Proposals, b: Proposals) -> bool:
     )
 
 
+@pytest.mark.parametrize("shared", [True, False], ids=["parquet-files", "shipped-to-tasks"])
 def test_spark_proposer_returns_the_numpy_proposers_batch_element_for_element(
-    spark: Any, monkeypatch: pytest.MonkeyPatch
+    spark: Any, monkeypatch: pytest.MonkeyPatch, shared: bool
 ) -> None:
     cluster = _grown_cluster()
     rounds = _recorded_rounds(cluster, monkeypatch)
@@ -90,8 +91,9 @@ def test_spark_proposer_returns_the_numpy_proposers_batch_element_for_element(
     local = LocalProposer(cluster, rack_limit=limit)
     # The driver pairs candidates with takers in many small chunks, the Spark tasks in one.
     monkeypatch.setattr(propose, "PAIR_CELLS", 64)
-    # Small files: several Spark tasks, each with whole brokers.
-    by_spark = SparkProposer(spark, cluster, rack_limit=limit, file_rows=700)
+    # Small files: several Spark tasks, each with whole brokers; or the same parts shipped to
+    # the tasks, as for executors that cannot read the driver's files (Spark on Kubernetes).
+    by_spark = SparkProposer(spark, cluster, rack_limit=limit, file_rows=700, shared_files=shared)
     try:
         assert by_spark.frame.rdd.getNumPartitions() > 1
         nonempty = 0
