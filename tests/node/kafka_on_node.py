@@ -2,8 +2,7 @@
 started through ``controlplane.node.cluster_dns_command`` (the node's network namespace, the
 cluster's DNS), so kafka-python reaches the brokers by the names they advertise, as a client in
 the cluster would. Standalone on purpose (no imports from the tests): it runs in another
-process and mount namespace. Every command prints one JSON document (``live`` one line per
-acknowledged record).
+process and mount namespace. Every command prints one JSON document.
 
 Records are ``<partition>:<seq>:`` padded with ``x`` to their size, so a reader can say which
 ones it got and compare every byte with what was written.
@@ -16,7 +15,6 @@ import hashlib
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
@@ -107,32 +105,11 @@ def replicas(args: argparse.Namespace) -> dict[str, Any]:
     return {str(p["partition_index"]): p["replica_nodes"] for p in topic["partitions"]}
 
 
-def live(args: argparse.Namespace) -> None:
-    """Produce with acks=all until ``--stop`` exists, printing ``partition seq`` for each
-    record the brokers acknowledged (the ones that must never be lost)."""
-    producer = KafkaProducer(bootstrap_servers=args.bootstrap, acks="all", linger_ms=5)
-
-    def acked(partition: int, seq: int) -> Any:
-        return lambda _meta: print(partition, seq, flush=True)
-
-    seq = 0
-    stop = Path(args.stop)
-    while not stop.exists():
-        for p in range(args.partitions):
-            producer.send(args.topic, value(p, seq, args.size), partition=p).add_callback(
-                acked(p, seq)
-            )
-        seq += 1
-        time.sleep(args.interval)
-    producer.flush()
-    producer.close()
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(prog="kafka_on_node")
     parser.add_argument("--bootstrap", required=True)
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("create", "produce", "read", "replicas", "live"):
+    for name in ("create", "produce", "read", "replicas"):
         cmd = sub.add_parser(name)
         cmd.add_argument("--topic", required=True)
         cmd.add_argument("--partitions", type=int, required=True)
@@ -140,14 +117,9 @@ def main() -> int:
         cmd.add_argument("--records", type=int, default=0)
         cmd.add_argument("--size", type=int, default=1000)
         cmd.add_argument("--seqs", action="store_true")
-        cmd.add_argument("--stop", default="")
-        cmd.add_argument("--interval", type=float, default=0.1)
     sub.add_parser("dirs").add_argument("--brokers", type=int, nargs="+", required=True)
     args = parser.parse_args()
     run = {"create": create, "produce": produce, "read": read, "dirs": dirs, "replicas": replicas}
-    if args.command == "live":
-        live(args)
-        return 0
     print(json.dumps(run[args.command](args)))
     return 0
 
