@@ -49,6 +49,7 @@ from spindle.rebalance.bands import band_floor
 from spindle.rebalance.goals import BROKER_BYTES, DISK_BYTES, REPLICAS, ReplicaCount
 from spindle.rebalance.goals.broker_bytes import StartLoads
 from spindle.rebalance.goals.rack import hosting_racks, rack_limits
+from spindle.rebalance.highs import quiet_highs
 from spindle.rebalance.model import ACTIVE, Cluster, Goals
 from spindle.rebalance.scope import Scope
 
@@ -276,9 +277,7 @@ class _Program:
             )
 
     def solve(self) -> float | None:
-        h = highspy.Highs()  # type: ignore[no-untyped-call]
-        for name, value in (("output_flag", False), ("threads", 1), ("time_limit", 30.0)):
-            h.setOptionValue(name, value)
+        h = quiet_highs({"threads": 1, "time_limit": 30.0})
         lo, hi = self.bounds()
         n = self.n_cols
         h.addVars(n, lo, hi)

@@ -47,6 +47,7 @@ from spindle.rebalance.goals import (
     SoftGoal,
 )
 from spindle.rebalance.goals.rack import hosting_racks, rack_limits
+from spindle.rebalance.highs import quiet_highs
 from spindle.rebalance.model import ACTIVE, Cluster, Goals
 from spindle.rebalance.scope import Scope
 
@@ -366,17 +367,15 @@ def solve(
 
 def _highs(*, time_limit: float, node_limit: int, rel_gap: float) -> highspy.Highs:
     """A quiet, deterministic solver: one thread, a fixed seed, a node limit."""
-    h = highspy.Highs()  # type: ignore[no-untyped-call]
-    for name, value in (
-        ("output_flag", False),
-        ("threads", 1),
-        ("random_seed", 0),
-        ("time_limit", float(time_limit)),
-        ("mip_max_nodes", int(node_limit)),
-        ("mip_rel_gap", float(rel_gap)),
-    ):
-        h.setOptionValue(name, value)
-    return h
+    return quiet_highs(
+        {
+            "threads": 1,
+            "random_seed": 0,
+            "time_limit": float(time_limit),
+            "mip_max_nodes": int(node_limit),
+            "mip_rel_gap": float(rel_gap),
+        }
+    )
 
 
 def _result(h: highspy.Highs, model: Model, seconds: float) -> ExactResult:

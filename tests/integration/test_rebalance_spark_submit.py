@@ -102,10 +102,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
 def test_spark_submit_runs_the_cli_and_writes_the_console_scripts_plan(runs: Runs) -> None:
     assert runs.submit_plan == runs.console_plan
     assert json.loads(runs.submit_plan)["partitions"], "a plan with moves says something"
-    # spark-submit passes the driver's stderr on through its stdout; the planner's line is there.
-    [line] = runs.console.stdout.splitlines()
-    assert line.startswith("planned ")
-    assert line in runs.submitted.stdout.splitlines(), runs.submitted.stdout
+    # spark-submit passes the driver's stderr on through its stdout; the planner's lines (the
+    # summary, then each goal left out of band with its status) are there, in order.
+    lines = runs.console.stdout.splitlines()
+    assert lines[0].startswith("planned ")
+    submitted = runs.submitted.stdout.splitlines()
+    assert [line for line in submitted if line in lines] == lines, runs.submitted.stdout
     # Spark's event log: the planner's application, and Spark jobs ran and succeeded.
     [env_update] = [r for r in runs.events if r["Event"] == "SparkListenerEnvironmentUpdate"]
     assert env_update["Spark Properties"]["spark.app.name"] == "spindle-rebalance"
