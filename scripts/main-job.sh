@@ -82,14 +82,16 @@ ETCD_IMAGE="$(sed -n 's/^etcd=//p' <<<"$IMAGES")"
 log "images: $SPINDLE_IMAGE (operator, brokers, Spark), $ETCD_IMAGE"
 
 step "4. helm install spindle (CRDs, operator, etcd) into $OPERATOR_NAMESPACE"
+# The planner's ServiceAccount and Role go into the namespace the Rebalance runs in (step 9).
+kubectl create namespace "$NAMESPACE" >&2
 helm install spindle charts/spindle --namespace "$OPERATOR_NAMESPACE" --create-namespace \
     --set image.tag="${SPINDLE_IMAGE#spindle:}" --set image.pullPolicy=Never \
     --set etcd.image.repository="${ETCD_IMAGE%:*}" --set etcd.image.tag="${ETCD_IMAGE##*:}" \
-    --set etcd.image.pullPolicy=Never --wait --timeout 5m >&2
+    --set etcd.image.pullPolicy=Never --set "planner.namespaces={$NAMESPACE}" \
+    --wait --timeout 5m >&2
 kubectl get pods -n "$OPERATOR_NAMESPACE" -o wide >&2
 
 step "5. the example cluster (examples/cluster.yaml) in namespace $NAMESPACE"
-kubectl create namespace "$NAMESPACE" >&2
 kubectl apply -n "$NAMESPACE" -f examples/cluster.yaml >&2
 # A broker Pod is Ready when its Kafka port accepts.
 for broker in "${BROKERS[@]}"; do
@@ -101,7 +103,9 @@ kubectl get pods,pvc -n "$NAMESPACE" -o wide >&2
 
 step "6. produce and consume with Kafka's console tools, from this machine"
 BOOTSTRAP="demo-0.$NAMESPACE.svc:9092,demo-1.$NAMESPACE.svc:9092"
-# The topic is created on first use (auto.create.topics.enable).
+# Three replicas, so that losing one disk (step 8) loses no record.
+"${CP[@]}" exec -- kafka-topics --bootstrap-server "$BOOTSTRAP" --create --topic orders \
+    --partitions 3 --replication-factor 3 --config min.insync.replicas=2 >&2
 seq 1 10 | sed 's/^/order-/' |
     "${CP[@]}" exec -- kafka-console-producer --bootstrap-server "$BOOTSTRAP" --topic orders >&2
 CONSUMED="$("${CP[@]}" exec -- kafka-console-consumer --bootstrap-server "$BOOTSTRAP" \
@@ -113,7 +117,47 @@ step "7. every LogVolume Active, its bytes and replicas as its broker reports th
 kubectl wait -n "$NAMESPACE" --for=jsonpath='{.status.state}'=Active --timeout=180s logvolumes --all >&2
 kubectl get logvolumes -n "$NAMESPACE" >&2
 
-step "8. what Spindle manages"
+step "8. a disk fails: the operator replaces its volume and the brokers rebuild it"
+# The busiest volume of demo-0 (Broker demo-0's remediation policy is Auto) starts answering
+# every I/O with EIO; the operator sees the broker report the directory offline, replaces the
+# claim and the volume, and the new empty directory is rebuilt from the other replicas.
+VOLUME="$(kubectl get logvolumes -n "$NAMESPACE" -o json | python3 -P -c '
+import json, sys
+items = [i for i in json.load(sys.stdin)["items"] if i["spec"]["brokerId"] == 0]
+best = max(items, key=lambda i: (i.get("status") or {}).get("usedBytes") or 0)
+print(best["metadata"]["name"], best["status"]["pvName"])')"
+read -r FAILED_LV FAILED_PV <<<"$VOLUME"
+FAILED_AT=$SECONDS
+"${CP[@]}" fail-volume "$FAILED_PV" io-error >&2
+lv_state() { kubectl get logvolume -n "$NAMESPACE" "$FAILED_LV" -o jsonpath='{.status.state}'; }
+until [[ "$(lv_state)" =~ ^(Offline|Replacing|Rebuilding)$ ]]; do
+    (( SECONDS - FAILED_AT < 60 )) || { log "$FAILED_LV still $(lv_state) after 60 s"; exit 1; }
+    sleep 0.2
+done
+log "$FAILED_LV ($FAILED_PV) failed: $(lv_state) after $((SECONDS - FAILED_AT)) s"
+kubectl wait -n "$NAMESPACE" --for=jsonpath='{.status.state}'=Active --timeout=600s \
+    "logvolume/$FAILED_LV" >&2
+log "$FAILED_LV Active again after $((SECONDS - FAILED_AT)) s, on a new volume $(kubectl get \
+    logvolume -n "$NAMESPACE" "$FAILED_LV" -o jsonpath='{.status.pvName}') (was $FAILED_PV)"
+kubectl get events -n "$NAMESPACE" --field-selector "involvedObject.name=$FAILED_LV" \
+    --sort-by=.lastTimestamp >&2
+AGAIN="$("${CP[@]}" exec -- kafka-console-consumer --bootstrap-server "$BOOTSTRAP" \
+    --topic orders --from-beginning --max-messages 10 --timeout-ms 60000 2>/dev/null | sort -V)"
+[[ "$AGAIN" == "$CONSUMED" ]] || { log "after the disk failure: $AGAIN"; exit 1; }
+log "all 10 records read back after the disk failure"
+
+step "9. a rebalance planned on Kubernetes (examples/rebalance.yaml), approved and executed"
+kubectl apply -n "$NAMESPACE" -f examples/rebalance.yaml >&2
+kubectl wait -n "$NAMESPACE" --for=jsonpath='{.status.phase}'=ProposalReady --timeout=600s \
+    rebalance/demo-disks >&2
+kubectl get pods -n "$NAMESPACE" -l job-name --show-labels >&2 || true
+kubectl get rebalance -n "$NAMESPACE" demo-disks -o jsonpath='{.status.proposal}' | head -c 2000 >&2
+echo >&2
+kubectl patch rebalance -n "$NAMESPACE" demo-disks --type=merge -p '{"spec":{"approve":true}}' >&2
+kubectl wait -n "$NAMESPACE" --for=jsonpath='{.status.phase}'=Completed --timeout=600s \
+    rebalance/demo-disks >&2
+
+step "10. what Spindle manages"
 echo "\$ kubectl get spindle -n $NAMESPACE"
 kubectl get spindle -n "$NAMESPACE"
 echo

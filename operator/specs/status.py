@@ -30,10 +30,13 @@ def merge_conditions(
     generation: int,
 ) -> list[Obj]:
     """Conditions as they should be written: ``lastTransitionTime`` moves only when the
-    status of a condition changes (kubectl's and controller-runtime's convention)."""
+    status of a condition changes (kubectl's and controller-runtime's convention). One entry
+    per type, the last wanted one (a pass may go through several phases, each saying its
+    word; the API server refuses a list with a type twice)."""
     by_type = {c.get("type"): c for c in existing}
+    last_word = {cond.type: cond for cond in wanted}  # first position, last value
     result: list[Obj] = []
-    for cond in wanted:
+    for cond in last_word.values():
         old = by_type.get(cond.type)
         since = old.get("lastTransitionTime") if old and old.get("status") == cond.status else None
         result.append(

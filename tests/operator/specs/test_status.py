@@ -43,3 +43,23 @@ def test_used_percent_is_unknown_until_a_volume_reports() -> None:
     assert specs.used_percent([{"totalBytes": 100, "usedBytes": 25}, {"totalBytes": 100}]) == (
         "25.0%"
     )
+
+
+def test_a_condition_said_twice_in_one_pass_is_written_once_with_its_last_word() -> None:
+    """An approved Rebalance with nothing to move goes ProposalReady -> Executing ->
+    Completed in one pass; two Progressing entries made the API server refuse the status
+    (422 "Duplicate value: {type: Progressing}") and the Rebalance stayed ProposalReady."""
+    written = specs.merge_conditions(
+        [],
+        [
+            specs.Condition("Progressing", "True", "Executing", "approved"),
+            specs.Condition("PlannerReady", "True", "PlannerStarted", "planner launched"),
+            specs.Condition("Progressing", "False", "Completed", "nothing to move"),
+        ],
+        now="T1",
+        generation=3,
+    )
+    assert [(c["type"], c["status"], c["reason"]) for c in written] == [
+        ("Progressing", "False", "Completed"),
+        ("PlannerReady", "True", "PlannerStarted"),
+    ]
