@@ -15,8 +15,8 @@ import re
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterable
-from contextlib import ExitStack, suppress
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +28,7 @@ from spindle.broker.controller.store import MetadataStore
 from .conftest import Broker, Etcd, make_broker
 from .test_broker_kafka_cli import _run as kafka_tool
 
-__all__ = ["Cluster", "View", "kafka_tool"]
+__all__ = ["Cluster", "View", "kafka_tool", "running"]
 
 FAST_SESSIONS = {
     "spindle.controller.mode": "elected",
@@ -75,6 +75,21 @@ def umount(path: Path) -> None:
 def remount(path: str, mode: str) -> None:
     """``mode`` ``ro`` fails the file system for writes (EROFS), ``rw`` heals it."""
     subprocess.run(["mount", "-o", f"remount,{mode}", path], check=True)
+
+
+@contextmanager
+def running(
+    base: Path, etcd: Etcd, *, nodes: int, dirs: int = 2, extra: dict[str, str] | None = None
+) -> Iterator[Cluster]:
+    """A :class:`Cluster` started with every broker unfenced, and always closed afterwards: the
+    body of the cluster tests' module fixtures."""
+    cluster = Cluster(base, etcd, nodes=nodes, dirs=dirs, extra=extra)
+    try:
+        cluster.start()
+        cluster.wait_unfenced()
+        yield cluster
+    finally:
+        cluster.close()
 
 
 class Cluster:

@@ -7,7 +7,6 @@ and a consumer of the group resumes exactly where the group stopped."""
 from __future__ import annotations
 
 import time
-import uuid
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +15,8 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
-from .conftest import Broker, Etcd, make_broker
+from .cluster import running
+from .conftest import Broker, Etcd
 from .wire import Wire
 
 with warnings.catch_warnings():
@@ -31,24 +31,11 @@ GROUP = "failover-group"
 
 @pytest.fixture(scope="module")
 def brokers(tmp_path_factory: pytest.TempPathFactory, etcd: Etcd) -> Iterator[dict[int, Broker]]:
-    base = tmp_path_factory.mktemp("groups-cluster")
-    extra = {
-        "spindle.etcd.prefix": f"/test/{uuid.uuid4().hex}",
-        "spindle.controller.mode": "elected",
-        "spindle.controller.lease.ms": "2000",
-        "broker.session.timeout.ms": "3000",
-        "broker.heartbeat.interval.ms": "500",
-        "offsets.topic.num.partitions": "3",
-        "group.initial.rebalance.delay.ms": "0",
-    }
-    found = {
-        n: make_broker(base / f"b{n}", etcd, dirs=1, node_id=n, extra=extra) for n in (1, 2, 3)
-    }
-    for b in found.values():
-        b.start()
-    yield found
-    for b in found.values():
-        b.stop()
+    no_delay = {"group.initial.rebalance.delay.ms": "0"}
+    with running(
+        tmp_path_factory.mktemp("groups-cluster"), etcd, nodes=3, dirs=1, extra=no_delay
+    ) as c:
+        yield c.brokers
 
 
 def coordinator(broker: Broker) -> int:

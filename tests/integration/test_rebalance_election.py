@@ -13,7 +13,6 @@ import re
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,8 @@ from typing import Any
 import pytest
 from spindle.operator.brokers import gather_snapshot
 
-from ..broker.conftest import Broker, Etcd, make_broker
+from ..broker.cluster import running
+from ..broker.conftest import Broker, Etcd
 from ..broker.test_broker_kafka_cli import _run
 
 pytestmark = pytest.mark.slow
@@ -38,26 +38,12 @@ NON_PREFERRED = 5
 
 @pytest.fixture(scope="module")
 def brokers(tmp_path_factory: pytest.TempPathFactory, etcd: Etcd) -> Iterator[dict[int, Broker]]:
-    base = tmp_path_factory.mktemp("election-cluster")
-    extra = {
-        "spindle.etcd.prefix": f"/test/{uuid.uuid4().hex}",
-        "spindle.controller.mode": "elected",
-        "spindle.controller.lease.ms": "2000",
-        "broker.session.timeout.ms": "3000",
-        "broker.heartbeat.interval.ms": "500",
-        # Leaders stay where the test and the plan put them.
-        "auto.leader.rebalance.enable": "false",
-    }
-    started = {
-        n: make_broker(base / f"b{n}", etcd, node_id=n, dirs=1, extra=extra) for n in (1, 2, 3)
-    }
-    for b in started.values():
-        b.start()
-    try:
-        yield started
-    finally:
-        for b in started.values():
-            b.stop()
+    # Leaders stay where the test and the plan put them.
+    fixed = {"auto.leader.rebalance.enable": "false"}
+    with running(
+        tmp_path_factory.mktemp("election-cluster"), etcd, nodes=3, dirs=1, extra=fixed
+    ) as c:
+        yield c.brokers
 
 
 def _bootstrap(brokers: dict[int, Broker]) -> str:

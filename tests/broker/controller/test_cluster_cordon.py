@@ -14,7 +14,7 @@ import pytest
 from spindle.broker.controller.etcd import EtcdClient
 from spindle.broker.controller.store import MetadataStore
 
-from ..cluster import Cluster
+from ..cluster import Cluster, running
 from ..conftest import Etcd
 
 pytestmark = pytest.mark.slow
@@ -22,13 +22,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, etcd: Etcd) -> Iterator[Cluster]:
-    started = Cluster(tmp_path_factory.mktemp("cordon"), etcd, nodes=3, dirs=2)
-    try:
-        started.start()
-        started.wait_unfenced()
+    with running(tmp_path_factory.mktemp("cordon"), etcd, nodes=3, dirs=2) as started:
         yield started
-    finally:
-        started.close()
 
 
 def _cordoned_on_sessions(cluster: Cluster) -> dict[int, list[str]]:

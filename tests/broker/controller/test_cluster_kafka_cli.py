@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import re
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from ..conftest import Broker, Etcd, make_broker
+from ..cluster import running
+from ..conftest import Broker, Etcd
 from ..test_broker_kafka_cli import _run
 
 pytestmark = pytest.mark.slow
@@ -26,22 +26,8 @@ LINES = [f"tool line {i}" for i in range(40)]
 
 @pytest.fixture(scope="module")
 def brokers(tmp_path_factory: pytest.TempPathFactory, etcd: Etcd) -> Iterator[dict[int, Broker]]:
-    base = tmp_path_factory.mktemp("cli-cluster")
-    extra = {
-        "spindle.etcd.prefix": f"/test/{uuid.uuid4().hex}",
-        "spindle.controller.mode": "elected",
-        "spindle.controller.lease.ms": "2000",
-        "broker.session.timeout.ms": "3000",
-        "broker.heartbeat.interval.ms": "500",
-    }
-    started = {n: make_broker(base / f"b{n}", etcd, node_id=n, extra=extra) for n in (1, 2, 3)}
-    for b in started.values():
-        b.start()
-    try:
-        yield started
-    finally:
-        for b in started.values():
-            b.stop()
+    with running(tmp_path_factory.mktemp("cli-cluster"), etcd, nodes=3) as cluster:
+        yield cluster.brokers
 
 
 def _bootstrap(brokers: dict[int, Broker]) -> str:

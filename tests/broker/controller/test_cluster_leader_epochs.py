@@ -33,7 +33,7 @@ from kafka.protocol.producer import ProduceResponse
 from kafka.record.default_records import DefaultRecordBatch
 from spindle.broker.records.batch import build_batch, validate
 
-from ..cluster import Cluster
+from ..cluster import Cluster, running
 from ..conftest import Etcd
 from ..verifiable import VerifiableProducer, verify_consumed
 from ..wire import Wire, produce_batch_request
@@ -45,19 +45,14 @@ pytestmark = pytest.mark.slow
 def cluster(tmp_path_factory: pytest.TempPathFactory, etcd: Etcd) -> Iterator[Cluster]:
     # A session long enough that a follower paused for a second or two keeps it (and its
     # place in the ISR), short enough that a killed broker's leaderships move in seconds.
-    started = Cluster(
+    with running(
         tmp_path_factory.mktemp("epochs"),
         etcd,
         nodes=3,
         dirs=1,
         extra={"broker.session.timeout.ms": "6000"},
-    )
-    try:
-        started.start()
-        started.wait_unfenced()
+    ) as started:
         yield started
-    finally:
-        started.close()
 
 
 def _partition_dir(cluster: Cluster, node: int, topic: str, partition: int = 0) -> Path:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ..cluster import Cluster, View
+from ..cluster import Cluster, View, running
 from ..conftest import Etcd
 from ..verifiable import VerifiableProducer, verify_consumed
 
@@ -27,13 +27,8 @@ VICTIM = 2
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, etcd: Etcd) -> Iterator[Cluster]:
-    started = Cluster(tmp_path_factory.mktemp("replaced-disk"), etcd, nodes=3, dirs=2)
-    try:
-        started.start()
-        started.wait_unfenced()
+    with running(tmp_path_factory.mktemp("replaced-disk"), etcd, nodes=3, dirs=2) as started:
         yield started
-    finally:
-        started.close()
 
 
 def _replica_dir(cluster: Cluster, node: int, partition: int) -> str | None:

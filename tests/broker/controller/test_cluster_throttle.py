@@ -24,7 +24,7 @@ from confluent_kafka import Producer
 from spindle.broker.controller.etcd import EtcdClient
 from spindle.broker.controller.store import MetadataStore
 
-from ..cluster import Cluster
+from ..cluster import Cluster, running
 from ..conftest import Etcd
 from ..verifiable import VerifiableProducer, verify_consumed
 
@@ -42,13 +42,8 @@ THROTTLE_KEYS = (
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, etcd: Etcd) -> Iterator[Cluster]:
-    started = Cluster(tmp_path_factory.mktemp("throttle"), etcd, nodes=3, dirs=2)
-    try:
-        started.start()
-        started.wait_unfenced()
+    with running(tmp_path_factory.mktemp("throttle"), etcd, nodes=3, dirs=2) as started:
         yield started
-    finally:
-        started.close()
 
 
 def _preload(cluster: Cluster, topic: str, partitions: int) -> None:
