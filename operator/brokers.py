@@ -201,6 +201,35 @@ class ClusterAdmin:
             if (name := _error_name(err)) is not None
         }
 
+    def elect_preferred(self, partitions: Sequence[TP]) -> dict[TP, str]:
+        """ElectLeaders, preferred (``kafka-leader-election --election-type preferred``) for
+        ``partitions``; those that did not get their preferred leader, by error.
+        ELECTION_NOT_NEEDED (already led by it) counts as done, as Kafka's tool counts it."""
+        if not partitions:
+            return {}
+        wanted: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            wanted.setdefault(topic, []).append(int(partition))
+        answer = self._call(
+            "ElectLeaders",
+            lambda: self._client.elect_leaders(
+                0, wanted, timeout_ms=REQUEST_TIMEOUT_MS, raise_errors=False
+            ),
+        )
+        top = int(getattr(answer, "error_code", 0) or 0)
+        if top != 0:
+            whole = _error_name(kafka_errors.for_code(top)) or str(top)
+            return {(t, p): whole for t, p in partitions}
+        failed: dict[TP, str] = {}
+        for result in answer.replica_election_results:
+            for part in result.partition_result:
+                err = kafka_errors.for_code(int(part.error_code))
+                if err is kafka_errors.ElectionNotNeededError:
+                    continue
+                if (name := _error_name(err)) is not None:
+                    failed[(result.topic, int(part.partition_id))] = name
+        return failed
+
     def set_configs(
         self,
         brokers: Mapping[int, Mapping[str, str | None]],

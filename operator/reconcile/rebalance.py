@@ -14,7 +14,10 @@ Phases and what moves a Rebalance on:
   ``spec.proposalTtl`` is planned again instead (back to ``Pending``), never executed.
 - ``Executing``: the plan's partitions are split into batches under the concurrency caps
   (``spindle.operator.specs.proposal.batches``) and run as Reassignments ``<name>-1``,
-  ``<name>-2``, ... one after another; ``Completed`` after the last, ``Failed`` if one fails.
+  ``<name>-2``, ... one after another; after the last, a preferred leader election over the
+  partitions whose preferred leader the plan changed (the planner's ``election.json``; Kafka's
+  ``kafka-leader-election --election-type preferred`` on the same list), so leadership lands
+  where the proposal said at no cost in bytes; then ``Completed``. ``Failed`` if one fails.
 - ``spec.stop`` at any point before the end: planning is abandoned, or the running
   Reassignment is cancelled (rolled back) and the Rebalance is ``Stopped`` once it is.
 """
@@ -281,10 +284,42 @@ def _follow(ctx: Pass, current: Mapping[str, Any], index: int, total: int) -> No
         ctx.phase("Failed", "ReassignmentFailed", f"{name} failed: {why}", warning=True)
     elif phase == "Completed":
         if index >= total:
-            ctx.phase("Completed", "Completed", f"{total} reassignments completed")
+            if _elect_preferred(ctx):
+                ctx.phase("Completed", "Completed", f"{total} reassignments completed")
         else:
             ctx.status["batch"] = index + 1
             executing(ctx)
+
+
+def _elect_preferred(ctx: Pass) -> bool:
+    """The plan's preferred election, once; False while the brokers cannot be asked (the next
+    pass tries again). Partitions that could not elect (e.g. the preferred replica is not in
+    sync yet) are reported in ``status.preferredElection`` and an Event, not a failure: the
+    controller's ``auto.leader.rebalance.enable`` elects them later, as in Kafka."""
+    if "preferredElection" in ctx.status:
+        return True
+    docs = planner.read_result(ctx.api, ctx.ns, ctx.plan_name) or {}
+    listed = json.loads(docs.get("election.json") or '{"partitions": []}')["partitions"]
+    wanted = [(str(e["topic"]), int(e["partition"])) for e in listed]
+    try:
+        with cluster_admin(str(ctx.spec.get("cluster")), list(ctx.bootstrap)) as admin:
+            failed = admin.elect_preferred(wanted)
+    except BrokerError as exc:
+        ctx.conditions.append(Condition("BrokersReachable", "False", "BrokerError", str(exc)))
+        return False
+    ctx.status["preferredElection"] = {
+        "partitions": len(wanted),
+        "elected": len(wanted) - len(failed),
+        "failed": [f"{t}-{p}: {why}" for (t, p), why in sorted(failed.items())][:20],
+    }
+    if wanted:
+        ctx.emit(
+            "Warning" if failed else "Normal",
+            "PreferredLeaderElection",
+            f"{len(wanted) - len(failed)} of {len(wanted)} partitions now led by their "
+            f"preferred replica" + (f"; not elected: {len(failed)}" if failed else ""),
+        )
+    return True
 
 
 Step = Callable[[Pass], None]

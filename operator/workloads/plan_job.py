@@ -9,7 +9,9 @@ the operator's process.
    (``spindle.operator.brokers.gather_snapshot``), so nothing large crosses the API server.
 2. Plan: the planner's own entry (``spindle.rebalance.cli``), goals from the Rebalance.
 3. Write the ConfigMap ``<rebalance>-plan``: ``plan.json``, ``summary.json``, ``moves.json``
-   (each replica move with source and destination broker and directory) and
+   (each replica move with source and destination broker and directory), ``election.json``
+   (the partitions whose preferred leader the plan changes, in ``kafka-leader-election
+   --path-to-json-file`` form: the operator elects them once the moves are done) and
    ``snapshotTime``; or ``error`` with the planner's reason (a hard goal no placement meets,
    a snapshot that cannot be trusted) and exit status 2.
 
@@ -108,6 +110,7 @@ def plan(args: argparse.Namespace) -> dict[str, str]:
         )
         argv = ["plan", "--snapshot", str(work / "snapshot.json"), "--mode", args.mode,
                 "--output", str(work / "plan.json"), "--summary", str(work / "summary.json"),
+                "--election", str(work / "election.json"),
                 "--goals", str(work / "goals.json")]  # fmt: skip
         if args.brokers:
             argv += ["--brokers", args.brokers]
@@ -118,9 +121,11 @@ def plan(args: argparse.Namespace) -> dict[str, str]:
         planner_cli.run_plan(planner_cli._parser().parse_args(argv))
         result = json.loads((work / "plan.json").read_text())
         summary = (work / "summary.json").read_text()
+        election = (work / "election.json").read_text()
     return {
         "plan.json": json.dumps(result),
         "summary.json": summary,
+        "election.json": election,
         "moves.json": json.dumps(replica_moves(snapshot, result)),
         "snapshotTime": taken,
     }
