@@ -111,7 +111,12 @@ def test_a_rebalance_elects_the_plans_preferred_leaders_after_its_last_batch(
             now = datetime.datetime.now(datetime.UTC)
             sink = lambda kind, reason, message: events.append((kind, reason, message))  # noqa: E731
             return reconcile_rebalance(
-                api, body, now=now, emit=sink, image="unused", bootstrap=cluster.bootstrap().split(",")
+                api,
+                body,
+                now=now,
+                emit=sink,
+                image="unused",
+                bootstrap=cluster.bootstrap().split(","),
             )
 
         status = one_pass()
