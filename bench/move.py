@@ -18,7 +18,13 @@
    after a declared warm-up round, min and max beside it), the longest single append without
    and with the move (``longest_append_ms``: how long the partition lock was ever held), and
    the move's own MB/s under those appends beside the plain copy's. On a 2-core machine an
-   unthrottled copy takes a core of kernel time, so the rate ratio also measures CPU sharing.
+   unthrottled copy takes a core of kernel time, so the rate ratio also measures CPU sharing;
+   hence also reported, less moved by the machine's load than rates: how long the swap held
+   the partition lock (``swap_lock_ms``, and its fsync), and where the appending thread's and
+   the mover threads' wall time went (``thread_time``: CPU seconds, and the shares on a CPU,
+   waiting in the run queue, and asleep on a lock, the GIL or I/O, from
+   ``/proc/self/task/<tid>/schedstat``; the movers' shares are summed over their threads, idle
+   ones included).
 
 Memory: the peak resident set of this process (storage engine included) during each phase
 (``peak_rss_mb``); the load average at start and end (the machine may be shared).
@@ -43,6 +49,7 @@ from typing import Any
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.records.batch import build_batch
 from spindle.broker.storage import Log, LogManager, StorageSettings
+from spindle.broker.storage.mover import MoveJob
 
 # bench/steady.py, found also under ``python -P`` (which does not put bench/ on the path).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -114,16 +121,61 @@ def plain_copy(src_dir: str, dst_dir: str, method: str) -> float:
 
 
 class SwapClock:
-    """Mover hook: notes when the future replica took the live name."""
+    """Mover hook: notes when the future replica took the live name, and the move's job (which
+    records how long its swap held the partition lock)."""
 
     def __init__(self) -> None:
         self.swapped = threading.Event()
         self.at = 0.0
+        self.lm: LogManager | None = None
+        self.job: MoveJob | None = None
 
     def __call__(self, step: str, tp: TopicPartition) -> None:
+        if step == "caught_up" and self.lm is not None and self.lm._mover is not None:
+            self.job = self.lm._mover.job(tp)
         if step == "after_future_renamed":
             self.at = time.perf_counter()
             self.swapped.set()
+
+
+def thread_times(tid: int) -> tuple[float, float]:
+    """(seconds on a CPU, seconds waiting for one in the run queue) of thread ``tid`` of this
+    process so far (``/proc/self/task/<tid>/schedstat``). Wall time minus both is time the
+    thread slept: on a lock, the GIL, or I/O."""
+    with open(f"/proc/self/task/{tid}/schedstat", encoding="ascii") as f:
+        run_ns, wait_ns, _ = f.read().split()
+    return int(run_ns) / 1e9, int(wait_ns) / 1e9
+
+
+def mover_tids() -> list[int]:
+    """The storage engine's mover threads (copy threads and the swap thread)."""
+    return [
+        t.native_id
+        for t in threading.enumerate()
+        if t.name.startswith("replica-alter-log-dirs") and t.native_id is not None
+    ]
+
+
+class ThreadClock:
+    """Where some threads' wall time went over a stretch: on a CPU, waiting for one, asleep."""
+
+    def __init__(self, tids: list[int]) -> None:
+        self.tids = tids
+        self.start = time.perf_counter()
+        self.times = [thread_times(t) for t in tids]
+
+    def shares(self) -> dict[str, float]:
+        """Each as a fraction of the stretch's wall time (summed over the threads)."""
+        wall = time.perf_counter() - self.start
+        now = [thread_times(t) for t in self.tids]
+        run = sum(b[0] - a[0] for a, b in zip(self.times, now, strict=True))
+        wait = sum(b[1] - a[1] for a, b in zip(self.times, now, strict=True))
+        return {
+            "cpu_s": round(run, 3),
+            "on_cpu": round(run / wall, 3),
+            "runqueue_wait": round(wait / wall, 3),
+            "asleep": round(max(0.0, len(self.tids) - (run + wait) / wall), 3),
+        }
 
 
 def timed_move(lm: LogManager, hook: SwapClock, dest: str) -> float:
@@ -160,29 +212,45 @@ def append_rate(log: Log, until: threading.Event | None, seconds: float) -> tupl
 
 def appends_during_move(
     lm: LogManager, hook: SwapClock, dest: str, idle_s: float
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """One round: the append rate to the moving partition while its unthrottled move runs,
     over the mean rate without a move just before and just after (the machine's load drifts);
     the longest single append (s) without and with the move (the partition lock is held only
-    for the final catch-up and the renames); and the move's own seconds under these appends."""
+    for the final catch-up and the renames); the move's own seconds under these appends; how
+    long the swap held the partition lock; and where the appending thread's and the movers'
+    time went (on a CPU, waiting for one, asleep), the figures the machine's load moves less
+    than the rates."""
     log = lm.get_log(TP)
     assert log is not None
+    me = threading.get_native_id()
+    idle_clock = ThreadClock([me])
     before, before_longest = append_rate(log, None, idle_s)
+    appender_idle = idle_clock.shares()
     hook.swapped.clear()
+    hook.job = None
+    appender_clock, movers_clock = ThreadClock([me]), ThreadClock(mover_tids())
     start = time.perf_counter()
     if lm.change_replica_dir(TP, dest).name != "NONE":
         raise RuntimeError("could not start the move")
     during, during_longest = append_rate(log, hook.swapped, 60.0)
     if not hook.swapped.wait(3600) or not lm.await_idle(600):
         raise RuntimeError("move did not finish")
+    appender_during, movers = appender_clock.shares(), movers_clock.shares()
     move_s = hook.at - start
     after, after_longest = append_rate(log, None, idle_s)
+    job = hook.job
     return {
         "ratio": during / ((before + after) / 2),
         "idle_longest_s": max(before_longest, after_longest),
         "during_longest_s": during_longest,
         "move_s": move_s,
         "appends_per_s": during,
+        # getattr: the same bench also runs against movers that do not record these yet.
+        "swap_lock_s": getattr(job, "swap_locked_s", float("nan")),
+        "swap_lock_fsync_s": getattr(job, "swap_locked_flush_s", float("nan")),
+        "appender_idle": appender_idle,
+        "appender_during": appender_during,
+        "movers": movers,
     }
 
 
@@ -258,7 +326,7 @@ def appends_phase(
     """A declared warm-up round, then ``--append-rounds`` rounds of appends during a move;
     the median round is the headline, min and max beside it."""
     dir_a, dir_b = dirs
-    got: list[dict[str, float]] = []
+    got: list[dict[str, Any]] = []
     for i in range(-1, args.append_rounds):
         current = lm.get_log(TP)
         assert current is not None
@@ -272,7 +340,9 @@ def appends_phase(
             f"appends {label}: during a move / without = {one['ratio']:.3f}; longest append "
             f"{one['idle_longest_s'] * 1000:.1f} ms without, "
             f"{one['during_longest_s'] * 1000:.1f} ms during; move of {size / 1e9:.2f} GB "
-            f"took {one['move_s']:.2f} s"
+            f"took {one['move_s']:.2f} s; swap held the lock {one['swap_lock_s'] * 1000:.1f} ms; "
+            f"appender without/during {one['appender_idle']}/{one['appender_during']}; "
+            f"movers {one['movers']}"
         )
         one["move_MBps"] = size / one["move_s"] / MB
         if i >= 0:
@@ -283,6 +353,22 @@ def appends_phase(
         "appends_per_s_during": summary([g["appends_per_s"] for g in got], digits=0),
         "move_MBps_under_appends": summary([g["move_MBps"] for g in got]),
         "plain_copy_MBps": round(results["copy_MBps"], 1),
+    }
+    results["swap_lock_ms"] = {
+        "held": summary([g["swap_lock_s"] * 1000 for g in got], digits=2),
+        "of_which_fsync": summary([g["swap_lock_fsync_s"] * 1000 for g in got], digits=2),
+    }
+
+    def shares(key: str) -> dict[str, dict[str, float]]:
+        return {
+            k: summary([g[key][k] for g in got], digits=3)
+            for k in ("cpu_s", "on_cpu", "runqueue_wait", "asleep")
+        }
+
+    results["thread_time"] = {
+        "appender_idle": shares("appender_idle"),
+        "appender_during_move": shares("appender_during"),
+        "movers_during_move": shares("movers"),
     }
     results["longest_append_ms"] = {
         "no_move": round(max(g["idle_longest_s"] for g in got) * 1000, 2),
@@ -319,6 +405,7 @@ def main() -> int:
         }
     )
     lm = LogManager.open(settings, cluster_id="bench", node_id=1, hook=hook, background=False)
+    hook.lm = lm
     results: dict[str, Any] = {
         "bench": "move",
         "size_bytes": size,

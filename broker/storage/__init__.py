@@ -5,6 +5,7 @@
 - ``manager``: the LogManager (every directory and replica, placement, moves, failures);
 - ``loader``: start-up loading and recovery; ``housekeeping``: checkpoints, retention, deletes;
 - ``failure``: the one failure channel; ``mover``: the replica mover; ``throttle``;
+  ``priority``: the movers' threads copy at a lower CPU and I/O priority than the event loop;
 - ``descriptions``: DescribeLogDirs data and the placement rule; ``file_range``: zero-copy reads.
 
 Synchronous, thread-safe (partition locks, the manager lock) and free of asyncio (an

@@ -76,6 +76,8 @@ class Log:
         self.closed = False
         self.epochs = LeaderEpochCache()
         """Where each leader epoch began; changed under the lock, each change written to disk."""
+        self._epochs_written = False
+        """Future logs: :meth:`set_offsets_from` has written the epochs at least once."""
 
     def __repr__(self) -> str:
         return f"Log({self.tp}, {self.dir_path!r}, leo={self.log_end_offset})"
@@ -620,6 +622,9 @@ class Log:
         with self.lock:
             self._log_start_offset = other.log_start_offset
             self._high_watermark = other.high_watermark
+            if self.epochs == other.epochs and self._epochs_written:
+                return  # the swap calls this under the partition lock: no fsync if unchanged
             self.epochs = other.epochs.copy()
             with self._guard("leader epoch checkpoint"):
                 self._write_epochs()
+            self._epochs_written = True

@@ -5,7 +5,10 @@ A pool of ``num.replica.alter.log.dirs.threads`` threads; each takes the lexicog
 smallest waiting partition and moves it to completion before taking the next (Kafka's
 ``ReplicaAlterLogDirsThread`` order). Segments are copied byte for byte with
 ``os.copy_file_range`` (``sendfile`` as fallback) under the shared :class:`Throttle`, without
-the partition lock; the lock is held only to snapshot segment sizes and for the swap:
+the partition lock; the lock is held only to snapshot segment sizes and for the swap. The copy
+threads run at a lower CPU and I/O priority (:data:`MOVER_NICE`, :data:`MOVER_IO_PRIORITY`),
+so that appends and fetches on the event loop come first when the cores are busy; the swap runs
+on one thread at the broker's own priority, since appends wait for the lock it holds:
 
 1. future caught up (same segments, same sizes) → flush it, checkpoint its directory with the
    live log's offsets (``caught_up``)
@@ -27,7 +30,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -37,6 +42,7 @@ from spindle.broker.common.ids import TopicPartition
 from spindle.broker.storage.checkpoint import fsync_dir
 from spindle.broker.storage.log import Log
 from spindle.broker.storage.names import suffixed_dir_name
+from spindle.broker.storage.priority import IOPRIO_CLASS_BE, IoPriority, lower_current_thread
 from spindle.broker.storage.segment import SegmentState, SourceShrunk
 from spindle.broker.storage.throttle import Throttle
 
@@ -50,6 +56,15 @@ StepHook = Callable[[str, TopicPartition], None]
 SWAP_UNDER_LOCK_BYTES = 1 << 20
 """Once a copy round leaves at most this much behind, finish it under the partition lock: with
 appends running flat out, an unlocked copy could otherwise chase the log end forever."""
+
+
+MOVER_NICE = 10
+"""CPU nice value of the mover threads: the event loop's appends and fetches come first when
+the cores are busy (see :mod:`spindle.broker.storage.priority`)."""
+
+MOVER_IO_PRIORITY = IoPriority(IOPRIO_CLASS_BE, 7)
+"""I/O priority of the mover threads: best effort, last level (the idle class could starve a
+move for good on a disk that is never idle)."""
 
 
 class _Restart(Exception):
@@ -69,6 +84,10 @@ class MoveJob:
     active: bool = False
     swapping: bool = False
     swapped: bool = False
+    swap_locked_s: float = 0.0
+    """How long the swap held the source partition's lock (appends and reads waited)."""
+    swap_locked_flush_s: float = 0.0
+    """Of that, the fsync of what arrived between the last unlocked flush and the lock."""
 
 
 class ReplicaMover:
@@ -92,6 +111,14 @@ class ReplicaMover:
         self._jobs: dict[TopicPartition, MoveJob] = {}
         self._stopped = False
         self._running = 0
+        # The swap holds the partition lock that appends wait for, so it runs on a thread at
+        # the broker's own priority, never at the copy threads' lowered one (a preempted
+        # low-priority lock holder would stall appends far longer than the swap takes). The
+        # thread is started here, by the caller's thread, whose priority it inherits.
+        self._swapper = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="replica-alter-log-dirs-swap"
+        )
+        self._swapper.submit(threading.get_native_id).result()
         self._threads = [
             threading.Thread(target=self._work, name=f"replica-alter-log-dirs-{i}", daemon=True)
             for i in range(threads)
@@ -156,10 +183,12 @@ class ReplicaMover:
             self.detach(job)
         for t in self._threads:
             t.join()
+        self._swapper.shutdown()
 
     # --- threads ---------------------------------------------------------------------------
 
     def _work(self) -> None:
+        lower_current_thread(nice=MOVER_NICE, io=MOVER_IO_PRIORITY)
         while True:
             with self._cond:
                 while not self._waiting and not self._stopped:
@@ -213,14 +242,21 @@ class ReplicaMover:
             unflushed += copied
             if copied > SWAP_UNDER_LOCK_BYTES:
                 continue
-            if unflushed > SWAP_UNDER_LOCK_BYTES:
-                # fsync the bulk without the lock, then copy what arrived meanwhile: under
-                # the lock only about SWAP_UNDER_LOCK_BYTES are left to copy and flush.
-                fut.flush()
-                unflushed = 0
+            bulk = self._flush_unlocked(fut, unflushed)
+            unflushed = 0
+            if bulk:
                 continue
-            if self._try_swap(job, src, fut, seen_generation):
+            if self._swapper.submit(self._try_swap, job, src, fut, seen_generation).result():
                 return
+
+    def _flush_unlocked(self, fut: Log, unflushed: int) -> bool:
+        """fsync what the copy rounds wrote (``unflushed`` bytes), without the partition lock;
+        True if that was more than the swap may copy under the lock: copy what arrived during
+        the long fsync first. Also the last small remainder is synced here, so that the swap's
+        own fsync under the lock covers only what arrived in the moment since."""
+        if unflushed:
+            fut.flush()
+        return unflushed > SWAP_UNDER_LOCK_BYTES
 
     def _copy_round(
         self, job: MoveJob, src: Log, fut: Log, states: list[SegmentState], *, throttled: bool
@@ -331,7 +367,6 @@ class ReplicaMover:
     def _try_swap(self, job: MoveJob, src: Log, fut: Log, generation: int) -> bool:
         """Finish the copy and swap under the partition lock; False to keep copying."""
         manager = self._manager
-        failures = manager.failures
         # Before taking the lock (appends keep flowing): checkpoint the destination with the
         # live log's offsets, which a crash after the renames promotes with the future. Values
         # a moment stale are safe: the high watermark only moves forward by replication and
@@ -339,49 +374,68 @@ class ReplicaMover:
         fut.set_offsets_from(src)
         manager.checkpoint_dir(fut.logdir_path)
         with src.lock:
-            current, states = src.snapshot()
-            if current != generation:
-                return False
-            if self._copy_round(job, src, fut, states, throttled=False) is None:
-                return True
-            if not manager.begin_swap(job):
-                return True
+            locked_at = time.perf_counter()
             try:
-                fut.set_offsets_from(src)
-                fut.flush()  # only what arrived since the last flush outside the lock
-                self._step("caught_up", job.tp)
-                live_path = src.dir_path
-                delete_path = os.path.join(
-                    os.path.dirname(live_path), suffixed_dir_name(job.tp, "-delete")
-                )
-                with failures.guard(src.logdir_path, f"renaming {live_path} for deletion"):
-                    os.rename(live_path, delete_path)
-                    fsync_dir(src.logdir_path)
-                src.rename_dir(delete_path)
-                self._step("after_live_renamed", job.tp)
-                new_live = os.path.join(fut.logdir_path, os.path.basename(live_path))
-                try:
-                    with failures.guard(fut.logdir_path, f"renaming future log of {job.tp}"):
-                        os.rename(fut.dir_path, new_live)
-                        fsync_dir(fut.logdir_path)
-                except KafkaStorageError:
-                    # The destination failed: the live replica must not stay named -delete.
-                    with failures.guard(src.logdir_path, f"restoring {live_path}"):
-                        os.rename(delete_path, live_path)
-                        fsync_dir(src.logdir_path)
-                    src.rename_dir(live_path)
-                    raise
-                fut.rename_dir(new_live)
-                self._step("after_future_renamed", job.tp)
-                old_logdir = src.logdir_path
-                src.adopt(fut)
-                fut.is_future = False
-                job.swapped = True
+                swapped = self._swap_locked(job, src, fut, generation)
             finally:
-                manager.end_swap(job)
+                job.swap_locked_s = time.perf_counter() - locked_at
+        if isinstance(swapped, bool):
+            return swapped
+        delete_path, old_logdir = swapped
         manager.schedule_delete(delete_path, old_logdir)
         manager.checkpoint_dir(old_logdir, missing_ok=True)
         manager.checkpoint_dir(src.logdir_path, missing_ok=True)
         log.info("moved %s from %s to %s", job.tp, old_logdir, src.logdir_path)
         manager.moved(job.tp, src.logdir_path)
         return True
+
+    def _swap_locked(
+        self, job: MoveJob, src: Log, fut: Log, generation: int
+    ) -> bool | tuple[str, str]:
+        """The part of :meth:`_try_swap` under the partition lock: False to keep copying, True
+        if the move stopped, else (the old replica's ``-delete`` path, its log dir)."""
+        manager = self._manager
+        failures = manager.failures
+        current, states = src.snapshot()
+        if current != generation:
+            return False
+        if self._copy_round(job, src, fut, states, throttled=False) is None:
+            return True
+        if not manager.begin_swap(job):
+            return True
+        try:
+            fut.set_offsets_from(src)  # rewrites the epochs only if they changed meanwhile
+            flush_at = time.perf_counter()
+            fut.flush()  # only what arrived since the flush just before the lock
+            job.swap_locked_flush_s = time.perf_counter() - flush_at
+            self._step("caught_up", job.tp)
+            live_path = src.dir_path
+            delete_path = os.path.join(
+                os.path.dirname(live_path), suffixed_dir_name(job.tp, "-delete")
+            )
+            with failures.guard(src.logdir_path, f"renaming {live_path} for deletion"):
+                os.rename(live_path, delete_path)
+                fsync_dir(src.logdir_path)
+            src.rename_dir(delete_path)
+            self._step("after_live_renamed", job.tp)
+            new_live = os.path.join(fut.logdir_path, os.path.basename(live_path))
+            try:
+                with failures.guard(fut.logdir_path, f"renaming future log of {job.tp}"):
+                    os.rename(fut.dir_path, new_live)
+                    fsync_dir(fut.logdir_path)
+            except KafkaStorageError:
+                # The destination failed: the live replica must not stay named -delete.
+                with failures.guard(src.logdir_path, f"restoring {live_path}"):
+                    os.rename(delete_path, live_path)
+                    fsync_dir(src.logdir_path)
+                src.rename_dir(live_path)
+                raise
+            fut.rename_dir(new_live)
+            self._step("after_future_renamed", job.tp)
+            old_logdir = src.logdir_path
+            src.adopt(fut)
+            fut.is_future = False
+            job.swapped = True
+        finally:
+            manager.end_swap(job)
+        return delete_path, old_logdir

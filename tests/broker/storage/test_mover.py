@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +13,7 @@ from spindle.broker.common.errors import ErrorCode, KafkaStorageError
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.records.batch import build_batch, validate
 from spindle.broker.storage import Log, LogManager
+from spindle.broker.storage.mover import MOVER_NICE
 
 from .conftest import crash
 from .faults import needs_root, tmpfs
@@ -464,3 +466,52 @@ def test_clean_shutdown_in_the_middle_of_a_segment_copy_resumes_to_identical_byt
     assert moved.logdir_path == dirs[1]
     assert _values(moved) == [f"{i:016d}".encode() for i in range(10_000)]
     assert _no_leftovers(dirs) == []
+
+
+def _nice(tid: int) -> int:
+    """The nice value of a thread of this process, as the kernel reports it (field 19)."""
+    stat = Path(f"/proc/self/task/{tid}/stat").read_text()
+    return int(stat.rpartition(")")[2].split()[16])
+
+
+def _ionice(tid: int) -> str:
+    """``ionice -p``'s view (util-linux) of a thread's I/O class and level."""
+    return subprocess.run(
+        ["ionice", "-p", str(tid)], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+class ThreadsAtSteps:
+    """A mover hook noting which thread ran each step, and that thread's priorities then."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, tuple[int, int, str]] = {}
+
+    def __call__(self, step: str, tp: TopicPartition) -> None:
+        if step not in self.seen:
+            tid = threading.get_native_id()
+            self.seen[step] = (tid, _nice(tid), _ionice(tid))
+
+
+def test_copies_run_at_low_cpu_and_io_priority_and_the_swap_at_the_brokers_own(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    hook = ThreadsAtSteps()
+    lm = open_manager(dirs, hook=hook, **{"log.segment.bytes": 64 << 10})
+    tp = TopicPartition("nice", 0)
+    log = lm.get_or_create_log(tp)
+    _fill_padded(log, 20)
+    dest = next(d for d in dirs if d != log.logdir_path)
+    assert lm.change_replica_dir(tp, dest) is ErrorCode.NONE
+    assert lm.await_idle(60)
+    me = threading.get_native_id()
+    copy_tid, copy_nice, copy_io = hook.seen["copy_progress"]
+    swap_tid, swap_nice, swap_io = hook.seen["caught_up"]
+    assert copy_tid != me
+    assert (copy_nice, copy_io) == (MOVER_NICE, "best-effort: prio 7")
+    # The swap holds the partition lock appends wait for: it must not be a low-priority holder.
+    assert swap_tid not in (me, copy_tid)
+    assert (swap_nice, swap_io) == (_nice(me), _ionice(me))
+    assert hook.seen["after_future_renamed"][0] == swap_tid
+    assert _nice(me) != MOVER_NICE  # the priority is the copy thread's, not the process's
+    assert log.logdir_path == dest
