@@ -14,6 +14,7 @@ root (no mount) the directories are plain directories and the directory failure 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -106,20 +107,33 @@ class Node:
 
     def remount_dir(self, index: int) -> None:
         """A shut-down ext4 back in service (the broker is down): unmount, mount (the journal
-        replays; what the shutdown cut off is gone, as after a crash)."""
-        mount = volumes.mount_path(self.volumes_dir, self.pvs[index])
-        if subprocess.run(["umount", str(mount)], capture_output=True).returncode != 0:
+        replays; what the shutdown cut off is gone, as after a crash).
+
+        The unmount may be refused for a moment while the dead broker's pages are written back
+        (they cannot be: the file system is shut down); after a few tries it is detached lazily,
+        and the image is mounted through a loop device of its own -- ``mount -o loop`` would
+        reuse the old one and with it the shut-down file system."""
+        pv = self.pvs[index]
+        mount = volumes.mount_path(self.volumes_dir, pv)
+        for _ in range(20):
+            done = subprocess.run(["umount", str(mount)], capture_output=True, text=True)
+            if done.returncode == 0:
+                break
+            time.sleep(0.1)
+        else:
+            print(f"{pv}: umount refused ({done.stderr.strip()}); detaching lazily", flush=True)
             subprocess.run(["umount", "-l", str(mount)], check=True)
-        subprocess.run(
-            [
-                "mount",
-                "-o",
-                "loop",
-                str(volumes.image_path(self.volumes_dir, self.pvs[index])),
-                str(mount),
-            ],
-            check=True,
-        )
+        image = str(volumes.image_path(self.volumes_dir, pv))
+        loop = subprocess.run(
+            ["losetup", "--find", "--show", image], check=True, capture_output=True, text=True
+        ).stdout.strip()
+        subprocess.run(["mount", loop, str(mount)], check=True)
+        # Autoclear as mount -o loop sets it: the loop device goes with the last unmount.
+        subprocess.run(["losetup", "--detach", loop], check=False)
+        if not os.path.ismount(mount):
+            raise RuntimeError(f"{pv}: not mounted again at {mount}")
+        with contextlib.suppress(OSError):  # back from the journal, as after mkfs
+            (mount / "lost+found").rmdir()
 
     def unmount(self) -> None:
         for pv in self.pvs:
