@@ -3,7 +3,9 @@
 Modules: ``etcd`` (the JSON-gateway client: kv, txn, leases), ``watch`` (following a key range
 from a revision), ``model`` (pure metadata records), ``store`` (the cached view of the metadata,
 kept current by a watch, with conditional writes), ``election`` (one active controller per
-cluster, fenced by its term), ``session`` (a broker's registration and heartbeat), the pure
+cluster, fenced by its term), ``session`` (a broker's registration and heartbeat),
+``liveness`` (the active controller's own clock on those sessions, Kafka's heartbeat manager:
+a silent broker is fenced at its session timeout, not at etcd's next expiry tick), the pure
 decision modules ``placement`` (striped rack-aware placement, directories, KIP-1066 cordons) and
 ``partition_change`` (leader election, ISR on broker/directory loss, KIP-455 reassignment),
 and ``controller`` (the operations the request handlers call; ``SingleBrokerController``
@@ -33,7 +35,9 @@ the metadata with one watch (``MetadataStore.follow``) and nothing is pushed:
   live brokers being those with a ``P/sessions/<id>`` key;
 * **BrokerRegistration / BrokerHeartbeat** (broker -> controller) -> the broker's own
   ``P/brokers/<id>`` and ``P/sessions/<id>`` keys (``session``), the heartbeat being the
-  session lease's keepalive and the offline directories the session value;
+  session lease's keepalive and the offline directories the session value; the active
+  controller also asks each broker directly every heartbeat interval and ends the session of
+  one silent for the session timeout (``liveness``), as Kafka's controller fences on time;
 * **controller failover** needs no resend: the new controller loads the same keys and
   continues; a deposed one is fenced by etcd (``election``).
 """

@@ -40,6 +40,7 @@ from spindle.broker.common.ids import TopicPartition
 from .controller import ConfigChange, SingleBrokerController
 from .election import ControllerElection, ControllerTerm
 from .etcd import EtcdClient, EtcdError
+from .liveness import SessionMonitor
 from .model import PartitionState, TopicState, plan_partitions
 from .partition_change import (
     NO_LEADER,
@@ -86,8 +87,16 @@ class ClusterController(SingleBrokerController):
         auto_leader_rebalance: bool = True,
         imbalance_threshold: float = 0.10,
         imbalance_check_interval_s: float = 300.0,
+        session_timeout_ms: int | None = None,
+        heartbeat_interval_ms: int = 2000,
     ) -> None:
         super().__init__(store, node_id=node_id)
+        self._client = client
+        self.session_timeout_ms = session_timeout_ms
+        """Set: while active, end silent brokers' sessions on time (:mod:`.liveness`)."""
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.liveness: SessionMonitor | None = None
+        self._liveness_task: asyncio.Task[None] | None = None
         self._rng = rng or random.Random()
         self.election = ControllerElection(
             client,
@@ -121,7 +130,15 @@ class ClusterController(SingleBrokerController):
                 await self._task
             self._task = None
         await self.election.resign()
+        await self._stop_liveness()
         self.store.fence = None
+
+    async def _stop_liveness(self) -> None:
+        task, self._liveness_task = self._liveness_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     # --- the elected role ------------------------------------------------------------------
 
@@ -131,6 +148,15 @@ class ClusterController(SingleBrokerController):
         await self.reconcile()
         if self.auto_leader_rebalance:
             self._rebalancer = asyncio.create_task(self._rebalance_loop())
+        if self.session_timeout_ms is not None:
+            self.liveness = SessionMonitor(
+                self.store,
+                self._client,
+                node_id=self.node_id,
+                session_timeout_s=self.session_timeout_ms / 1000,
+                interval_s=self.heartbeat_interval_ms / 1000,
+            )
+            self._liveness_task = asyncio.create_task(self.liveness.run())
 
     async def _on_resigned(self, term: ControllerTerm) -> None:
         self.store.fence = None
@@ -138,6 +164,7 @@ class ClusterController(SingleBrokerController):
         if self._rebalancer is not None:
             self._rebalancer.cancel()
             self._rebalancer = None
+        await self._stop_liveness()
         log.info("node %d is no longer the controller (epoch %d)", self.node_id, term.epoch)
 
     async def _on_metadata(self, delta: MetadataDelta) -> None:

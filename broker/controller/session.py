@@ -11,7 +11,10 @@ Registration writes both in one transaction, and only if no session of this node
 second incarnation; a restart after a crash waits until the old session has expired). The
 session lease has ``broker.session.timeout.ms`` as its TTL and is renewed every
 ``broker.heartbeat.interval.ms``; when renewals stop, etcd deletes the session key and the
-controller treats the broker as lost. The session key's create revision is the broker epoch.
+controller treats the broker as lost. etcd notices an expired lease only on a 500 ms tick, so
+the active controller keeps its own clock too (:mod:`.liveness`) and revokes the lease of a
+broker silent for the session timeout, on time; either way the key goes and a broker that was
+only slow registers again. The session key's create revision is the broker epoch.
 
 A failed directory is reported by rewriting the session value (its ``offline_dirs`` only grow
 until restart, as KIP-858's heartbeats repeat them); ``unfence()`` clears ``wants_fence`` once

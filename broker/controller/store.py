@@ -89,6 +89,8 @@ class MetadataStore:
         self.brokers: dict[int, BrokerRegistration] = {}
         self.broker_configs: dict[str, dict[str, str]] = {}
         self.sessions: dict[int, BrokerSession] = {}
+        self.session_leases: dict[int, int] = {}
+        """The etcd lease of each live session (the controller may end it: :mod:`.liveness`)."""
         self.controller: tuple[int, int] | None = None
         """The active controller's (node id, epoch), None while there is none."""
         self.cluster_id: str | None = None
@@ -114,6 +116,7 @@ class MetadataStore:
         self._revs, self._seen = {}, {}
         self.topics, self.brokers, self.broker_configs = {}, {}, {}
         self.sessions, self.controller = {}, None
+        self.session_leases = {}
         self.cluster_id = None
         for kv in kvs:
             self._apply(kv)
@@ -139,6 +142,7 @@ class MetadataStore:
         elif rel.startswith("sessions/"):
             session = BrokerSession.from_json(kv.value, epoch=kv.create_revision)
             self.sessions[session.node_id] = session
+            self.session_leases[session.node_id] = kv.lease
         elif rel == "controller":
             self.controller = parse_controller(kv.value)
 
@@ -157,6 +161,7 @@ class MetadataStore:
             self.broker_configs.pop(last, None)
         elif rel.startswith("sessions/"):
             self.sessions.pop(int(last), None)
+            self.session_leases.pop(int(last), None)
         elif rel == "controller":
             self.controller = None
 

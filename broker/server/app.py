@@ -83,6 +83,8 @@ class BrokerServer:
                 auto_leader_rebalance=settings.auto_leader_rebalance_enable,
                 imbalance_threshold=settings.leader_imbalance_per_broker_percentage / 100,
                 imbalance_check_interval_s=settings.leader_imbalance_check_interval_seconds,
+                session_timeout_ms=settings.broker_session_timeout_ms,
+                heartbeat_interval_ms=settings.broker_heartbeat_interval_ms,
             )
             self.controller = self.cluster
         else:
