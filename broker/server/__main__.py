@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -32,6 +33,7 @@ async def _run(config_path: str) -> int:
     except BaseException:
         await server.stop()
         raise
+    settle_heap()
     print(f"spindle-broker {broker_settings.node_id} started on port {server.port}", flush=True)
     waits = [asyncio.create_task(stop.wait()), asyncio.create_task(server.fatal.wait())]
     await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
@@ -44,6 +46,20 @@ async def _run(config_path: str) -> int:
     logging.getLogger(__name__).info("signal received: shutting down")
     await server.stop()
     return 0
+
+
+def settle_heap() -> None:
+    """Move everything alive after start-up out of the garbage collector's generations.
+
+    Imports, schemas, settings and the broker's own objects live as long as the process
+    (~65K objects), yet every full collection walked them all: profiled under the produce
+    benchmark, the collector took ~7% of the broker's CPU, and a full pass blocks the event
+    loop for tens of milliseconds (more on a loaded machine), one source of round-to-round
+    spread. ``gc.freeze()`` leaves them alone (cycles among them are never freed, and there
+    are none worth freeing); what requests allocate is collected as before.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def main(argv: list[str] | None = None) -> int:

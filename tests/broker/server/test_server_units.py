@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
+import sys
 
 import pytest
 from spindle.broker.common.errors import ErrorCode, KafkaError
@@ -140,3 +142,25 @@ async def test_connections_get_the_configured_send_buffer() -> None:
     server.close()
     await server.wait_closed()
     assert buffers == [100_000]  # Linux doubles SO_SNDBUF for its bookkeeping (socket(7))
+
+
+def test_settled_heap_is_frozen_and_later_garbage_still_collected() -> None:
+    # In a child process: freezing is for the whole process, not this test run's heap.
+    code = (
+        "import gc, weakref\n"
+        "from spindle.broker.server.__main__ import settle_heap\n"
+        "settle_heap()\n"
+        "frozen = gc.get_freeze_count()\n"
+        "class Node: pass\n"
+        "a, b = Node(), Node()\n"
+        "a.other, b.other = b, a\n"
+        "alive = weakref.ref(a)\n"
+        "del a, b\n"
+        "gc.collect()\n"
+        "print(frozen, alive() is None)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-P", "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert int(out[0]) > 10_000  # the imported broker's heap
+    assert out[1] == "True"  # a cycle made after start-up is still freed
