@@ -46,6 +46,8 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 _BASE_OFFSET = struct.Struct(">q")
 _EPOCH = struct.Struct(">i")
 _PREFIX = struct.Struct(">qi")
+_HEAD = struct.Struct(">qii")
+"""baseOffset, batchLength, partitionLeaderEpoch: the bytes before ``magic``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +205,28 @@ def assign_offsets(
             _EPOCH.pack_into(out, header.position + 12, leader_epoch)
         next_offset += header.last_offset_delta + 1
     return out, next_offset
+
+
+def offset_parts(
+    buf: bytes | bytearray | memoryview,
+    headers: Sequence[BatchHeader],
+    base_offset: int,
+    leader_epoch: int | None = None,
+) -> tuple[list[bytes | bytearray | memoryview], int]:
+    """What :func:`assign_offsets` returns, without copying ``buf``: the pieces to write in
+    order (a new 16-byte head per batch -- baseOffset, batchLength, partitionLeaderEpoch --
+    then a view of the batch's unchanged rest), and the next free offset. Writing them with
+    one vectored write stores the same bytes as :func:`assign_offsets`' copy would; for a
+    1 MB produce batch that copy was a fifth of the broker's user-space copying."""
+    view = memoryview(buf)
+    parts: list[bytes | bytearray | memoryview] = []
+    next_offset = base_offset
+    for header in headers:
+        epoch = header.partition_leader_epoch if leader_epoch is None else leader_epoch
+        parts.append(_HEAD.pack(next_offset, header.batch_length, epoch))
+        parts.append(view[header.position + _HEAD.size : header.position + header.size])
+        next_offset += header.last_offset_delta + 1
+    return parts, next_offset
 
 
 def read_prefix(buf: bytes | bytearray | memoryview, position: int = 0) -> tuple[int, int]:

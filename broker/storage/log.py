@@ -205,7 +205,7 @@ class Log:
 
     def append(
         self,
-        records: bytes | bytearray,
+        records: bytes | bytearray | memoryview,
         *,
         assign_offsets: bool = True,
         leader_epoch: int | None = None,
@@ -234,11 +234,12 @@ class Log:
         with self.lock:
             self._check_usable()
             leo = self.log_end_offset
+            data: list[bytes | bytearray | memoryview]
             if assign_offsets:
-                data, next_offset = record_batch.assign_offsets(records, headers, leo, leader_epoch)
+                data, next_offset = record_batch.offset_parts(records, headers, leo, leader_epoch)
                 base = leo
             else:
-                data = bytearray(records)
+                data = [records]
                 base = headers[0].base_offset
                 expected = leo
                 for h in headers:
@@ -262,7 +263,7 @@ class Log:
                 starts.append((stamp, offset))
                 offset = last + 1
             with self._guard("append"):
-                segment = self._maybe_roll(len(data), base)
+                segment = self._maybe_roll(len(records), base)
                 segment.append(data, batches)
                 if self.epochs.start_epochs(starts):
                     self._write_epochs()

@@ -28,7 +28,7 @@ import bisect
 import contextlib
 import os
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from spindle.broker.records.batch import (
@@ -96,6 +96,21 @@ def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
+
+
+_IOV_MAX = 512
+"""Pieces per ``writev`` call (the kernel accepts up to IOV_MAX, 1024 on Linux)."""
+
+
+def _writev_all(fd: int, parts: Sequence[bytes | bytearray | memoryview]) -> None:
+    """Write ``parts`` in order with vectored writes, resuming after a short write."""
+    pending = [memoryview(p) for p in parts if len(p)]
+    while pending:
+        written = os.writev(fd, pending[:_IOV_MAX])
+        while pending and written >= len(pending[0]):
+            written -= len(pending.pop(0))
+        if written:
+            pending[0] = pending[0][written:]
 
 
 class _PackedIndex:
@@ -354,15 +369,25 @@ class Segment:
         self._bytes_since_index += size
         self.next_offset = last_offset + 1
 
-    def append(self, data: bytes | bytearray, batches: list[tuple[int, int, int, int]]) -> None:
-        """Append whole batches; ``batches`` = (position in data, size, last offset, max ts)."""
+    def append(
+        self,
+        data: bytes | bytearray | Sequence[bytes | bytearray | memoryview],
+        batches: list[tuple[int, int, int, int]],
+    ) -> None:
+        """Append whole batches; ``batches`` = (position in data, size, last offset, max ts).
+        ``data`` is the bytes, or pieces written in order as one (``batch.offset_parts``)."""
         fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND)
         try:
-            _write_all(fd, data)
+            if isinstance(data, bytes | bytearray):
+                _write_all(fd, data)
+                length = len(data)
+            else:
+                _writev_all(fd, data)
+                length = sum(len(p) for p in data)
         finally:
             os.close(fd)
         start = self.size
-        self.size += len(data)
+        self.size += length
         for pos, size, last, ts in batches:
             self._note_batch(start + pos, size, last, ts)
 

@@ -9,6 +9,7 @@ from spindle.broker.common.errors import ErrorCode, KafkaError
 from spindle.broker.records.batch import (
     assign_offsets,
     build_batch,
+    offset_parts,
     parse_header,
     valid_prefix,
     validate,
@@ -54,6 +55,21 @@ def test_assigning_offsets_rewrites_only_base_offsets_and_keeps_crcs_valid() -> 
     assert [h.base_offset for h in rewritten] == [100, 102]
     assert out[8:] != b""
     assert bytes(out[8 : headers[1].position]) == raw[8 : headers[1].position]
+
+
+@pytest.mark.parametrize("epoch", [None, 7])
+def test_offset_parts_write_the_same_bytes_as_assigned_offsets_without_copying(
+    epoch: int | None,
+) -> None:
+    raw = build_batch([b"a", b"b"], partition_leader_epoch=3) + build_batch([b"c"] * 4)
+    headers = validate(raw)
+    parts, next_offset = offset_parts(raw, headers, 100, epoch)
+    expected, expected_next = assign_offsets(raw, headers, 100, epoch)
+    assert (b"".join(parts), next_offset) == (bytes(expected), expected_next)
+    # The batches' bodies are views of the request's bytes, not copies.
+    assert all(isinstance(p, memoryview) and p.obj is raw for p in parts[1::2])
+    stored = validate(b"".join(parts))
+    assert [h.partition_leader_epoch for h in stored] == ([3, -1] if epoch is None else [7, 7])
 
 
 @given(

@@ -6,7 +6,8 @@ import os
 import struct
 from pathlib import Path
 
-from spindle.broker.records.batch import build_batch, validate
+import pytest
+from spindle.broker.records.batch import build_batch, offset_parts, validate
 from spindle.broker.storage.segment import Segment
 
 
@@ -150,3 +151,25 @@ def test_a_copy_adopting_growing_snapshots_writes_the_sources_index_files(tmp_pa
     assert _index_files(dst_dir) == _index_files(src_dir)
     src.close()
     dst.close()
+
+
+def test_append_of_pieces_survives_short_vectored_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    raw = build_batch([b"x" * 100, b"y" * 50]) + build_batch([b"z"])
+    headers = validate(raw)
+    parts, _ = offset_parts(raw, headers, 0)
+    real_writev = os.writev
+
+    def short_writev(fd: int, buffers: list[memoryview]) -> int:
+        # Write at most 7 bytes per call, as a kernel may under pressure.
+        return real_writev(fd, [bytes(b"".join(bytes(b) for b in buffers)[:7])])
+
+    monkeypatch.setattr(os, "writev", short_writev)
+    seg = Segment.create(str(tmp_path), 0, index_interval_bytes=4096, created_ms=0)
+    stored = validate(b"".join(parts))  # offsets 0-1 and 2
+    seg.append(parts, [(h.position, h.size, h.last_offset, h.max_timestamp) for h in stored])
+    monkeypatch.undo()
+    assert seg.size == len(raw)
+    assert seg.pread(0, seg.size) == b"".join(parts)
+    assert seg.next_offset == 3
