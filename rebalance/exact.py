@@ -46,7 +46,7 @@ from spindle.rebalance.goals import (
     ReplicaCount,
     SoftGoal,
 )
-from spindle.rebalance.goals.rack import hosting_racks, rack_limits
+from spindle.rebalance.goals.rack import hosting_racks, rack_limits, rack_share
 from spindle.rebalance.highs import quiet_highs
 from spindle.rebalance.model import ACTIVE, Cluster, Goals
 from spindle.rebalance.scope import Scope
@@ -163,6 +163,8 @@ class Model:
         serving0 = ~self.stuck
         placed = float(self.size[serving0].sum() + self.ext[host].sum())
         self.mean = placed / float(self.b_cap.sum()) if self.b_cap.sum() else 0.0
+        #: Per broker: the mean its rack can reach over ``mean`` (``rack.rack_share``).
+        self.rack_share = rack_share(cluster, scope, goals)
         n_host = max(int((self.b_cap > 0).sum()), 1)
         self.mean_replicas = float(serving0.sum()) / n_host
         self.mean_leaders = float((cluster.rep_leader & serving0).sum()) / n_host

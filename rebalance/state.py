@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 from spindle.rebalance.goals import BrokerBytes, DiskBytes, LeaderCount, ReplicaCount
-from spindle.rebalance.goals.rack import hosting_racks, rack_limits
+from spindle.rebalance.goals.rack import hosting_racks, rack_limits, rack_share
 from spindle.rebalance.model import ACTIVE, STATES, Cluster, Goals
 from spindle.rebalance.prepare import Prepared
 from spindle.rebalance.propose import CountProposer, LocalProposer
@@ -95,7 +95,8 @@ class PlannerState:
         #: The soft goals the greedy asks (bands, whether a move keeps them).
         self.broker_goal = BrokerBytes(goals)
         self.disk_goal = DiskBytes(goals)
-        self.b_lo, self.b_hi = self.broker_goal.band(self.mean_util, self.b_cap, self.b_hard)
+        centre = self.mean_util * rack_share(cluster, self.s, goals)
+        self.b_lo, self.b_hi = self.broker_goal.band(centre, self.b_cap, self.b_hard)
         n_host = max(int(self.host_b.sum()), 1)
         mean_reps = int((~rep_stuck).sum()) / n_host
         mean_leaders = int((cluster.rep_leader & ~rep_stuck).sum()) / n_host

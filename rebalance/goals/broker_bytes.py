@@ -1,5 +1,7 @@
 """Soft goal: each broker's bytes over its capacity within the band around the cluster mean
-(Cruise Control's DiskUsageDistributionGoal at broker level)."""
+(Cruise Control's DiskUsageDistributionGoal at broker level) -- or, where rack awareness
+fixes a rack's bytes out of that band, around the mean its rack can reach
+(``rack.rack_share``)."""
 
 from __future__ import annotations
 
@@ -7,8 +9,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 from spindle.rebalance.bands import band_floor
 from spindle.rebalance.goals.base import Move, Placed, SoftGoal, band_figures, broker_offenders
+from spindle.rebalance.goals.rack import rack_share
 from spindle.rebalance.model import Cluster, Goals
 from spindle.rebalance.scope import Scope
 
@@ -27,13 +31,16 @@ class BrokerBytes(SoftGoal):
     def in_scope(self, scope: Scope) -> bool:
         return scope.balance_brokers
 
-    def band(self, mean: float, cap: np.ndarray, hard: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per broker ``(lo, hi)`` bytes: the band around ``mean`` utilisation scaled by its
-        capacity, the top capped by its capacity threshold (a hard goal outranks a soft one)
-        and the floor by the top."""
+    def band(
+        self, mean: float | np.ndarray, cap: np.ndarray, hard: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per broker ``(lo, hi)`` bytes: the band around ``mean`` utilisation (one figure,
+        or one per broker) scaled by its capacity, the top capped by its capacity threshold
+        (a hard goal outranks a soft one) and the floor by the top."""
         bb = self.settings.broker_balance
-        hi: np.ndarray = np.minimum(bb * mean * cap, hard)
-        lo: np.ndarray = np.minimum(band_floor(bb, mean) * cap, hi)
+        m: npt.NDArray[np.float64] = np.asarray(mean, dtype=np.float64)
+        hi: np.ndarray = np.minimum(bb * m * cap, hard)
+        lo: np.ndarray = np.minimum(band_floor(bb, m) * cap, hi)
         return lo, hi
 
     def accepts(self, st: PlannerState, mv: Move) -> Any:
@@ -48,18 +55,28 @@ class BrokerBytes(SoftGoal):
         util = np.divide(b_load, b_cap, out=np.zeros(len(b_load)), where=placed.hb)
         return mean, util
 
+    def _outside(self, placed: Placed) -> tuple[np.ndarray, np.ndarray]:
+        """Brokers outside their band (around the mean their rack can reach), and each
+        broker's utilisation over that mean."""
+        c_mean, util = self._util(placed)
+        centre = c_mean * rack_share(placed.cluster, placed.scope, self.settings)
+        bb = self.settings.broker_balance
+        bad = placed.hb & ((util > bb * centre + 1e-12) | (util < band_floor(bb, centre) - 1e-12))
+        values = np.divide(util, centre, out=util.copy(), where=centre > 0)
+        return bad, values
+
     def figures(self, placed: Placed) -> dict[str, Any]:
         mean, util = self._util(placed)
-        return band_figures(util[placed.hb], self.settings.broker_balance, integer=False, mean=mean)
+        out = band_figures(util[placed.hb], self.settings.broker_balance, integer=False, mean=mean)
+        if len(util[placed.hb]):
+            bad, _ = self._outside(placed)
+            out["outOfBand"] = int(bad.sum())
+            out["met"] = not bad.any()
+        return out
 
     def violations(self, placed: Placed, *, limit: int) -> list[Any]:
-        c_mean, util = self._util(placed)
-        bb = self.settings.broker_balance
-        bad = np.flatnonzero(
-            placed.hb & ((util > bb * c_mean + 1e-12) | (util < band_floor(bb, c_mean) - 1e-12))
-        )
-        values = util / c_mean if c_mean else util
-        return broker_offenders(placed, bad, values, limit)
+        bad, values = self._outside(placed)
+        return broker_offenders(placed, np.flatnonzero(bad), values, limit)
 
     def exact_rows(self, model: Model, b: int) -> None:
         """The broker's hosting dirs' replica bytes within the band, less their external
@@ -69,8 +86,9 @@ class BrokerBytes(SoftGoal):
         dirs = model.dirs_of(b)
         e = float(model.ext[dirs].sum())
         bb = self.settings.broker_balance
-        lo = band_floor(bb, model.mean) * model.b_cap[b] - e
-        hi = bb * model.mean * model.b_cap[b] - e
+        centre = model.mean * float(model.rack_share[b])
+        lo = band_floor(bb, centre) * model.b_cap[b] - e
+        hi = bb * centre * model.b_cap[b] - e
         model.band([model.load_col[d] for d in dirs], [1.0] * len(dirs), lo, hi, model.w_bytes)
 
 
@@ -110,7 +128,9 @@ class StartLoads:
         stuck = (~host & ~scope.evacuate)[cluster.rep_dir]
         placed = float(cluster.rep_size[~stuck].sum()) + float(cluster.dir_external()[host].sum())
         mean = placed / float(b_cap.sum()) if b_cap.sum() else 0.0
-        lo_b, hi_b = BrokerBytes(goals).band(mean, b_cap, b_hard)
+        lo_b, hi_b = BrokerBytes(goals).band(
+            mean * rack_share(cluster, scope, goals), b_cap, b_hard
+        )
         return cls(
             total=total,
             rep_bytes=rep_bytes,

@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+from spindle.rebalance.bands import band_floor
 from spindle.rebalance.goals.base import Goal, Placed
-from spindle.rebalance.model import I64, Cluster
+from spindle.rebalance.model import I64, Cluster, Goals
 from spindle.rebalance.scope import Scope
 
 if TYPE_CHECKING:
@@ -26,6 +27,72 @@ def rack_limits(replication: I64, n_racks: int) -> I64:
     """``max_per_rack`` for many partitions at once."""
     limits = np.maximum(1, -(-replication // max(n_racks, 1))).astype(np.int64)
     return limits
+
+
+def rack_share(cluster: Cluster, scope: Scope, goals: Goals) -> np.ndarray:
+    """Per broker: the mean utilisation its rack can reach under rack awareness, over the
+    cluster's mean (1.0 everywhere unless the rule forces some rack out of the band).
+
+    Why: with racks of unequal size the rule fixes how many bytes each rack holds (RF 3 on
+    3 racks: a third each, whatever the plan), so a small rack's brokers can never come near
+    the cluster mean. The broker byte band is then read around the mean the rack can reach
+    instead: the plan balances brokers inside their rack, the goal says whether it did, and
+    the lower bound counts that work (around the unreachable cluster mean the band was out
+    of reach, so the bound counted none of the bytes the plan spent there).
+
+    Each rack holds between ``need`` and ``can`` replicas of each partition (see
+    ``achievable``; replica sizes are per partition, so the smallest and largest of a
+    partition bound its bytes); its load lies in ``[lo_r, hi_r]`` (plus its external
+    bytes). The level ``u`` with ``sum_r clip(u * cap_r, lo_r, hi_r) = placed`` (water
+    filling, by bisection) gives each rack its reachable mean ``clip(u * cap_r, ...) /
+    cap_r``. Only used when some rack's range misses its band around the cluster mean, so
+    clusters the rule does not squeeze plan exactly as before."""
+    n_b = cluster.n_brokers
+    ones = np.ones(n_b)
+    k = hosting_racks(cluster, scope)
+    if not goals.rack_aware or k <= 1 or cluster.n_replicas == 0:
+        return ones
+    host = scope.hosting
+    total = cluster.dir_total.astype(np.float64)
+    b_cap = np.bincount(cluster.dir_broker, weights=total * host, minlength=n_b)
+    ext = np.bincount(
+        cluster.dir_broker, weights=np.where(host, cluster.dir_external(), 0), minlength=n_b
+    )
+    hb = b_cap > 0
+    stuck = (~host & ~scope.evacuate)[cluster.rep_dir]
+    placed = float(cluster.rep_size[~stuck].sum()) + float(ext.sum())
+    if placed <= 0 or b_cap.sum() <= 0:
+        return ones
+    rf = np.diff(cluster.part_start)
+    live = rf > 0
+    starts = cluster.part_start[:-1][live]
+    m = rack_limits(rf[live], k)
+    size = np.where(stuck, 0, cluster.rep_size).astype(np.float64)
+    small = np.minimum.reduceat(size, starts)
+    large = np.maximum.reduceat(size, starts)
+    lo_reps = float((np.maximum(0, rf[live] - m * (k - 1)) * small).sum())
+    hi_reps = float((np.minimum(m, rf[live]) * large).sum())
+    racks = np.unique(cluster.broker_rack[hb])
+    rack_of = cluster.broker_rack
+    cap_r = np.array([b_cap[hb & (rack_of == r)].sum() for r in racks])
+    ext_r = np.array([ext[hb & (rack_of == r)].sum() for r in racks])
+    lo_r, hi_r = lo_reps + ext_r, hi_reps + ext_r
+    mean = placed / float(cap_r.sum())
+    bb = goals.broker_balance
+    if np.all((lo_r <= bb * mean * cap_r) & (hi_r >= band_floor(bb, mean) * cap_r)):
+        return ones
+    a, b = 0.0, 2.0 * float((hi_r / cap_r).max()) + 2.0 * mean
+    for _ in range(100):
+        u = 0.5 * (a + b)
+        if float(np.clip(u * cap_r, lo_r, hi_r).sum()) < placed:
+            a = u
+        else:
+            b = u
+    reach = np.clip(0.5 * (a + b) * cap_r, lo_r, hi_r) / cap_r
+    out = ones.copy()
+    for r, u_r in zip(racks.tolist(), reach.tolist(), strict=True):
+        out[hb & (rack_of == r)] = u_r / mean
+    return out
 
 
 class Rack(Goal):

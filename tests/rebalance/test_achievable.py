@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 from spindle.rebalance.achievable import blocked_disk_mean
 from spindle.rebalance.generator import Shape, generate
 from spindle.rebalance.goals import SOFT_GOALS
+from spindle.rebalance.goals.rack import rack_share
 from spindle.rebalance.model import OFFLINE, Goals, PlanError
 from spindle.rebalance.pipeline import make_plan
-from spindle.rebalance.scope import Request
+from spindle.rebalance.scope import Request, build_scope
 
 
 def _bench_shape(seed: int) -> Shape:
@@ -77,12 +78,26 @@ def test_offline_dir_broker_goals_are_reported_unachievable_with_the_reason() ->
     assert seen > 0
 
 
-def test_rack_with_more_brokers_is_reported_below_band_because_of_rack_awareness() -> None:
+def test_rack_with_more_brokers_is_balanced_around_the_mean_its_rack_can_reach() -> None:
     # 10 brokers on 3 racks (4, 3, 3) and replication 3: every rack holds one replica of
-    # every partition, so the 4-broker rack's brokers average 3/4 of the others' load.
+    # every partition, so the 4-broker rack's brokers average 3/4 of the others' load. The
+    # byte band is read around that reachable mean (rack_share), so the goal is met by
+    # balancing brokers inside their rack; the replica counts stay out of reach, and say so.
     cluster = generate(Shape(brokers=10, disks=2, replicas=6000, racks=3, seed=5))
+    scope = build_scope(cluster, Request(mode="full"))
+    share = rack_share(cluster, scope, Goals())
+    rack = cluster.broker_rack
+    big = int(np.argmax(np.bincount(rack)))
+    assert share[rack == big] == pytest.approx(np.full(4, share[rack == big][0]))
+    assert share[rack == big][0] < 0.9 < 1.05 < share[rack != big].min()
     result = make_plan(cluster, Request(mode="full"), goals=Goals(), detail=False)
-    entry = result.summary["goalStatus"]["brokerUtilisation"]
+    assert result.summary["goalStatus"]["brokerUtilisation"]["status"] == "met"
+    b_load = np.bincount(result.placement[0], weights=cluster.rep_size, minlength=10)
+    b_cap = np.bincount(cluster.dir_broker, weights=cluster.dir_total, minlength=10)
+    util = b_load / b_cap
+    centre = b_load.sum() / b_cap.sum() * share
+    assert ((util <= 1.1 * centre * (1 + 1e-9)) & (util >= 0.9 * centre * (1 - 1e-9))).all()
+    entry = result.summary["goalStatus"]["replicas"]
     assert entry["status"] == "unachievable"
     assert all("rack awareness" in o["why"] for o in entry["offenders"])
 

@@ -10,7 +10,8 @@ which accounts for the count goals; a partition whose leading replica moves to a
 broker lists it first, where Kafka's election after the reassignment puts leadership; up to
 five greedy passes, a plan that brings no goal closer dropped (``idle``), unmet goals with
 what was tried, no reshaping bytes for count bands out of reach, no refill back to a
-refilled broker); a deliberate change to the planner's choices updates them in the same
+refilled broker; the broker byte band read around the mean a rack can reach where rack
+awareness fixes its bytes outside the band around the cluster mean); a deliberate change to the planner's choices updates them in the same
 commit and says why.
 """
 
@@ -39,10 +40,10 @@ SHAPE = Shape(
 )
 
 PINS = {
-    "full": "ec942ffac9e99cee7507124dfa9687d9f6ce854116cd48421febef73ef3d474a",
+    "full": "e72d1c17cb2f53a0de481facee94657be9d3acea71c0300e1f92774f866669a0",
     "intra-broker": "46e48903b3c9c647883c4fa38b33462cc6e0a4cd2ae83529ce7b6a70d7ae44c6",
-    "add-brokers": "6912220f27c4c4c9442268f641ef4e57af54fb0a8a08dc8a3cc9e5568f2f7abc",
-    "fix-offline": "2e19d01fe89c41c99d74222f7643a847e7d7325dd23f84f121f50f222f96a1a7",
+    "add-brokers": "db1f8d3ddc2ab00b5d745480bf0655b11ba056648bc82378adb94180981b1a15",
+    "fix-offline": "be5830e76d5b855d045cabca45aba92c16268b4154fa11313fadbba8ed4df700",
     "remove-volumes": "4173544bb2869d7fbae575bbbebbc675b7b05163d84d2d472b398cde2c5a7e6c",
 }
 
@@ -70,4 +71,4 @@ def test_each_modes_plan_and_summary_are_the_pinned_bytes(mode: str) -> None:
 
 def test_a_capped_plan_is_the_pinned_bytes() -> None:
     capped = Request(mode="full", max_moves=40)
-    assert _digest(capped) == "42961ed6d8af19cb4b0e9e8cd0af5e78ba135af9caa97f4827de66b63049033c"
+    assert _digest(capped) == "63e7ffd32b70a30b910c0a0b2a9f46669909512ea3f7f00a1e83961bb91c9385"
