@@ -47,6 +47,12 @@ def _parser() -> argparse.ArgumentParser:
         help="image of the Rebalance planner's Pods (Spark driver and executors too)",
     )
     run.add_argument(
+        "--etcd-endpoints",
+        metavar="URL[,URL]",
+        help="spindle.etcd.endpoints of every Broker whose spec.config names none (the chart "
+        "passes its etcd's members, or etcd.endpoints)",
+    )
+    run.add_argument(
         "--probe-period",
         metavar="SECONDS",
         type=float,
@@ -105,6 +111,19 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _config_defaults(parser: argparse.ArgumentParser, endpoints: str | None) -> dict[str, str]:
+    """Broker settings given to every Broker whose ``spec.config`` does not set them."""
+    if endpoints is None:
+        return {}
+    urls = [u.strip() for u in endpoints.split(",") if u.strip()]
+    bad = [u for u in urls if not u.startswith(("http://", "https://"))]
+    if not urls or bad:
+        parser.error(
+            f"--etcd-endpoints expects etcd client URLs (http://HOST:PORT,...), got {endpoints!r}"
+        )
+    return {"spindle.etcd.endpoints": ",".join(urls)}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -157,6 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             planner_image=args.planner_image,
             probe_period=args.probe_period,
             remediation=remediation,
+            config_defaults=_config_defaults(parser, args.etcd_endpoints),
         ),
         clusterwide=not args.namespace,
         namespaces=args.namespace,

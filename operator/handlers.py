@@ -171,6 +171,7 @@ def _reconcile_locked(
                 cordon=memo.get("cordon"),
                 move=memo.get("move"),
                 cluster_view=memo.get("cluster_view"),
+                config_defaults=memo.get("config_defaults"),
                 remediator=memo.get("remediator"),
             )
         else:
@@ -184,6 +185,7 @@ def _reconcile_locked(
                 cordon=memo.get("cordon"),
                 move=memo.get("move"),
                 cluster_view=memo.get("cluster_view"),
+                config_defaults=memo.get("config_defaults"),
             )
         metrics.record_logvolumes(
             namespace, name, [*ctx.logvolumes.values(), *ctx.released_logvolumes.values()]

@@ -179,12 +179,13 @@ def reconcile_broker(
     cordon: Cordoner | None = None,
     move: Mover | None = None,
     cluster_view: Viewer | None = None,
+    config_defaults: Mapping[str, str] | None = None,
 ) -> Context:
     """Run the steps for one Broker. A refused storage change touches nothing but status."""
     ctx = Context(
         api=api,
         body=body,
-        broker=BrokerSpec.from_body(body),
+        broker=BrokerSpec.from_body(body, config_defaults=config_defaults),
         now=now,
         emit=emit,
         probe=probe,
@@ -217,13 +218,14 @@ def refresh_broker(
     move: Mover | None = None,
     cluster_view: Viewer | None = None,
     remediator: Any = None,
+    config_defaults: Mapping[str, str] | None = None,
 ) -> Context:
     """The periodic pass: observe the broker's volumes (DescribeLogDirs, claims, PVs, health
     Events, node) and write LogVolume and Broker status. Applies nothing."""
     ctx = Context(
         api=api,
         body=body,
-        broker=BrokerSpec.from_body(body),
+        broker=BrokerSpec.from_body(body, config_defaults=config_defaults),
         now=now,
         emit=emit,
         probe=probe,

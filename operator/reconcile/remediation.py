@@ -198,7 +198,8 @@ def _facts(
     claim_meta = claim.get("metadata") or {}
     pod_meta = (ctx.pod or {}).get("metadata") or {}
     report = evidence.report
-    record = ((ctx.logvolumes[volume_id].get("status") or {}).get("remediation")) or {}
+    status = ctx.logvolumes[volume_id].get("status") or {}
+    record = status.get("remediation") or {}
     reassignment_phase = None
     if record.get("phase") == "Moving" and record.get("reassignment"):
         found = ctx.api.get(REASSIGNMENTS, ctx.broker.namespace, str(record["reassignment"]))
@@ -228,6 +229,11 @@ def _facts(
         hosted=frozenset(report.partitions)
         if report is not None and report.error is None
         else frozenset(),
+        last_listed=frozenset(
+            (str(p["topic"]), int(p["partition"]))
+            for p in status.get("partitions") or ()
+            if isinstance(p, dict) and "topic" in p and "partition" in p
+        ),
         partitions=partitions,
         brokers=brokers,
         reassignment_phase=reassignment_phase,

@@ -53,8 +53,14 @@ class BrokerSpec:
     remediation_policy: str | None = None
 
     @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> BrokerSpec:
+    def from_body(
+        cls, body: Mapping[str, Any], *, config_defaults: Mapping[str, str] | None = None
+    ) -> BrokerSpec:
         """Read a Broker object (as the API returns it) into a ``BrokerSpec``.
+
+        ``config_defaults`` are broker settings the operator was started with (the chart's
+        etcd endpoints, ``spindle-operator run --etcd-endpoints``): the Broker's own
+        ``spec.config`` wins over them.
 
         The CRD already enforces types; this re-checks what the builders depend on, because
         an operator must fail with a readable message rather than build a broken Pod from an
@@ -73,6 +79,7 @@ class BrokerSpec:
         if broker_id < 0:
             raise SpecError(f"Broker {name}: spec.brokerId must be >= 0, got {broker_id}")
         config = {str(k): str(v) for k, v in (spec.get("config") or {}).items()}
+        config = {**(config_defaults or {}), **config}
         reserved = sorted(RESERVED_CONFIG & config.keys())
         if reserved:
             raise SpecError(

@@ -129,6 +129,10 @@ class Facts:
     hosted: frozenset[TP] = frozenset()
     #: Partitions the broker reports in any of its online directories (rebuilt or not).
     broker_hosted: frozenset[TP] = frozenset()
+    #: Partitions the LogVolume's status listed when the directory was last online: a failed
+    #: directory lists nothing, and the controller may not have marked its replicas offline
+    #: in the metadata yet when the operator first sees the broker's KAFKA_STORAGE_ERROR.
+    last_listed: frozenset[TP] = frozenset()
     #: The cluster's partitions (None: the metadata could not be read this pass).
     partitions: Mapping[TP, PartitionState] | None = None
     #: The cluster's brokers (for MoveReplicas destinations), with their replica counts.
@@ -167,14 +171,18 @@ def stamp(now: datetime.datetime) -> str:
 
 def affected_partitions(facts: Facts) -> list[TP] | None:
     """The partitions whose replica on this broker lived in the directory: what the broker
-    reports there while it is online, and every replica of this broker the metadata lists as
+    reports there while it is online, every replica of this broker the metadata lists as
     offline (a directory that failed lists nothing; with two offline directories this counts
-    both -- the safe side). None when the metadata was not read."""
+    both -- the safe side), and those the LogVolume listed before the failure that the
+    metadata still assigns to this broker (found on the node: a MoveReplicas that judged by
+    the metadata alone, a moment before the controller marked the replicas offline, moved
+    nothing and called it done). None when the metadata was not read."""
     if facts.partitions is None:
         return None
     out = set(facts.hosted)
     for tp, part in facts.partitions.items():
-        if facts.broker_id in part.offline:
+        listed = tp in facts.last_listed and facts.broker_id in part.replicas
+        if facts.broker_id in part.offline or listed:
             out.add(tp)
     return sorted(out)
 

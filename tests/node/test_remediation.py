@@ -20,6 +20,7 @@ import re
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,7 @@ RELEASE, SYSTEM, DEMO = "remedy", "remedy-system", "remedy-demo"
 BROKERS = ("r-0", "r-1", "r-2")
 TOPIC = "big"
 BULK_MB = 200
+ETCD_MEMBERS = 3
 
 
 def broker(index: int) -> dict[str, Any]:
@@ -49,8 +51,8 @@ def broker(index: int) -> dict[str, Any]:
             "brokerId": index,
             "cluster": "remedy",
             "imagePullPolicy": "Never",
+            # No spindle.etcd.endpoints: the operator gives the chart's three etcd members.
             "config": {
-                "spindle.etcd.endpoints": f"http://{RELEASE}-etcd.{SYSTEM}.svc:2379",
                 "spindle.etcd.prefix": "/spindle/remedy",
                 "spindle.controller.mode": "elected",
             },
@@ -142,6 +144,7 @@ def scene(
         "--set", f"etcd.image.tag={tag}", "--set", "etcd.image.pullPolicy=Never",
         "--set", "dashboard.enabled=false", "--set", "remediation.policy=Auto",
         "--set", "remediation.maxFailures=2", "--set", "remediation.window=3600",
+        "--set", f"etcd.replicas={ETCD_MEMBERS}",
         "--wait", "--timeout", "5m",
     )  # fmt: skip
     node_cluster.kubectl("create", "namespace", DEMO)
@@ -174,6 +177,26 @@ def test_nine_logvolumes_come_up_active(scene: Scene) -> None:
         )
 
     scene.demo.wait_for(all_active, what="9 LogVolumes Active", timeout=180)
+
+
+def test_the_brokers_run_on_the_charts_three_member_etcd_without_naming_it(scene: Scene) -> None:
+    """``etcd.replicas=3``: three etcd members form one cluster, and Brokers whose config names
+    no etcd get every member's URL from the operator (the chart's ``--etcd-endpoints``)."""
+    members = [f"{RELEASE}-etcd-{i}" for i in range(ETCD_MEMBERS)]
+    urls = ",".join(f"http://{m}.{RELEASE}-etcd-peers.{SYSTEM}.svc:2379" for m in members)
+    for name in BROKERS:
+        properties = scene.demo.get("configmap", name)["data"]["server.properties"]
+        assert f"spindle.etcd.endpoints={urls}\n" in properties
+    pod = json.loads(
+        scene.kube.kubectl("get", "pod", "-n", SYSTEM, members[0], "-o", "json").stdout
+    )
+    request = urllib.request.Request(
+        f"http://{pod['status']['podIP']}:2379/v3/cluster/member/list", data=b"{}", method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        listed = sorted(m["name"] for m in json.load(response)["members"])
+    assert listed == members
+    print(f"\netcd members: {', '.join(listed)}")
 
 
 def start_client(scene: Scene) -> None:
@@ -351,6 +374,143 @@ def test_a_disk_failing_again_right_after_replacement_hits_the_cool_down(scene: 
     assert later["remediation"]["phase"] == "CoolDown"
     assert scene.demo.get("pvc", later["pvcName"])["metadata"]["uid"] == claim_uid
     assert scene.events("RemediationCoolDown")
+
+
+CLIENT = Path(__file__).with_name("kafka_on_node.py")
+MOVED_PARTITIONS, MOVED_RECORDS, LATE_RECORDS, MOVED_SIZE = 6, 200, 50, 1000
+
+
+def node_client(scene: Scene, *args: str) -> list[str]:
+    """The command running ``kafka_on_node.py`` (kafka-python) on the node with ``args``."""
+    layout = scene.kube.node_layout
+    assert layout is not None
+    bootstrap = ",".join(f"{b}.{DEMO}.svc:9092" for b in BROKERS)
+    return cluster_dns_command(
+        layout, [sys.executable, "-P", str(CLIENT), "--bootstrap", bootstrap, *args]
+    )
+
+
+def on_node(scene: Scene, *args: str) -> Any:
+    done = subprocess.run(
+        node_client(scene, *args), capture_output=True, text=True, timeout=600, env=scene.kube.env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def desire(scene: Scene, name: str, state: str) -> None:
+    scene.kube.kubectl(
+        "patch", "logvolume", "-n", DEMO, name, "--type=merge",
+        "-p", json.dumps({"spec": {"desiredState": state}}),
+    )  # fmt: skip
+
+
+def quiet_broker(scene: Scene) -> tuple[int, str, list[str]]:
+    """A broker none of whose volumes failed yet; its directory without a replica of the
+    bulk topic (MoveReplicas of that partition has nowhere to go: it lives on every broker),
+    and its other two."""
+    by_broker: dict[int, list[dict[str, Any]]] = {}
+    for item in scene.lvs():
+        by_broker.setdefault(item["spec"]["brokerId"], []).append(item)
+    for broker_id, items in sorted(by_broker.items()):
+        states = {(i.get("status") or {}).get("state") for i in items}
+        if states != {"Active"} or any(i["metadata"]["name"] in scene.replaced for i in items):
+            continue
+        free = [
+            i["metadata"]["name"]
+            for i in items
+            if not any(p["topic"] == TOPIC for p in (i["status"].get("partitions") or []))
+        ]
+        if free:
+            names = sorted(i["metadata"]["name"] for i in items)
+            return broker_id, free[0], [n for n in names if n != free[0]]
+    raise AssertionError(f"no broker with every volume Active: {by_broker}")
+
+
+def test_move_replicas_gives_a_full_disks_replicas_homes_on_other_brokers(scene: Scene) -> None:
+    """Broker policy MoveReplicas. A topic replicated twice lands in one directory of that
+    broker (its other two cordoned), and that file system fills up for real (every free block
+    allocated) while records keep coming: the broker's writes there fail with ENOSPC, the
+    LogVolume goes Offline (source IOError), the operator creates a Reassignment replacing the
+    broker in each affected partition's replicas, the LogVolume's remediation record says
+    Succeeded with the moves; no partition lists the broker any more, and every acknowledged
+    record of the topic reads back."""
+    broker_id, target, others = quiet_broker(scene)
+    broker_name = BROKERS[broker_id]
+    scene.kube.kubectl(
+        "patch", "broker", "-n", DEMO, broker_name, "--type=merge",
+        "-p", json.dumps({"spec": {"remediation": {"policy": "MoveReplicas"}}}),
+    )  # fmt: skip
+    for name in others:
+        desire(scene, name, "Cordoned")
+    for name in others:
+        wait_state(scene, name, {"Cordoned"}, timeout=90)
+    on_node(scene, "create", "--topic", "moved", "--partitions", str(MOVED_PARTITIONS),
+            "--replication", "2")  # fmt: skip
+    on_node(scene, "produce", "--topic", "moved", "--partitions", str(MOVED_PARTITIONS),
+            "--records", str(MOVED_RECORDS), "--size", str(MOVED_SIZE))  # fmt: skip
+    before = on_node(scene, "replicas", "--topic", "moved", "--partitions", "0")
+    affected = sorted(int(p) for p, r in before.items() if broker_id in r)
+    scene.demo.wait_for(
+        lambda: sorted(
+            p["partition"] for p in scene.lv(target).get("partitions") or []
+            if p["topic"] == "moved"
+        ) == affected,
+        what=f"{target} holding broker {broker_id}'s {len(affected)} replicas of moved",
+        timeout=120,
+    )  # fmt: skip
+    pv = scene.lv(target)["pvName"]
+    filled_at = time.monotonic()
+    volumes.fail(scene.kube.state_dir / "volumes", pv, Failure.FULL)
+    late = subprocess.Popen(
+        node_client(scene, "produce", "--topic", "moved", "--partitions", str(MOVED_PARTITIONS),
+                    "--records", str(LATE_RECORDS), "--size", str(MOVED_SIZE)),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=scene.kube.env,
+    )  # fmt: skip
+    try:
+        status, _ = wait_state(scene, target, {"Offline"}, timeout=60)
+        to_offline = time.monotonic() - filled_at
+        scene.timings["disk-full->Offline"] = to_offline
+        print(f"\n{target} (PV {pv}) full -> Offline in {to_offline:.2f} s: {status['failure']}")
+        assert status["failure"]["source"] == "IOError", status
+        record = scene.demo.wait_for(
+            lambda: r if (r := scene.lv(target).get("remediation") or {}).get("phase")
+            in ("Succeeded", "Failed") else None,
+            what=f"{target}'s MoveReplicas to end",
+            timeout=600,
+        )  # fmt: skip
+        scene.timings["disk-full->moved"] = time.monotonic() - filled_at
+        _, late_err = late.communicate(timeout=300)
+    finally:
+        if late.poll() is None:
+            late.kill()
+            late.wait()
+    print(
+        f"{target}: {record['message']} ({scene.timings['disk-full->moved']:.1f} s after the fill)"
+    )
+    assert (record["phase"], record["policy"]) == ("Succeeded", "MoveReplicas"), record
+    assert sorted(m["partition"] for m in record["moves"] if m["topic"] == "moved") == affected
+    status = scene.lv(target)
+    assert status["state"] == "Offline"
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert (conditions["Remediating"]["status"], conditions["Remediating"]["reason"]) == (
+        "False", "Succeeded",
+    )  # fmt: skip
+    assert scene.demo.get("reassignment", record["reassignment"])["status"]["phase"] == "Completed"
+    after = on_node(scene, "replicas", "--topic", "moved", "--partitions", "0")
+    assert all(broker_id not in r for r in after.values()), after
+    assert all(len(r) == 2 for r in after.values()), after
+    late_acked = late.returncode == 0
+    print(f"late producer: {'every record acked' if late_acked else late_err.decode()[-300:]}")
+    read = on_node(scene, "read", "--topic", "moved", "--partitions", str(MOVED_PARTITIONS),
+                   "--seqs")  # fmt: skip
+    for p in range(MOVED_PARTITIONS):
+        seqs = read["seqs"][str(p)]
+        assert seqs[:MOVED_RECORDS] == list(range(MOVED_RECORDS)), f"moved-{p}: {seqs[:20]}"
+        if late_acked:
+            assert seqs[MOVED_RECORDS:] == list(range(LATE_RECORDS)), f"moved-{p}"
+    for name in others:
+        desire(scene, name, "Active")
 
 
 def test_every_acked_record_is_read_back(scene: Scene) -> None:

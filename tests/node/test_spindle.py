@@ -7,16 +7,20 @@ back on the same claims with its data."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+import os
 import subprocess
 import sys
+import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
-from controlplane import Binaries, LocalControlPlane
+from controlplane import Binaries, LocalControlPlane, volumes
 from controlplane.node import cluster_dns_command
 
 from .kit import RELEASE, SYSTEM, Kit, install_spindle
@@ -393,3 +397,220 @@ def test_drained_volumes_are_released_on_real_claims_one_deleted_one_kept(
         "--max-messages", str(len(records)), "--timeout-ms", "60000",
     )  # fmt: skip
     assert sorted(consumed.split()) == sorted(records)
+
+
+CLIENT = Path(__file__).with_name("kafka_on_node.py")
+
+
+def on_node(release: Release, *args: str) -> Any:
+    """``kafka_on_node.py`` (kafka-python) run on the node, resolving the brokers' advertised
+    names through the cluster's DNS; its JSON answer."""
+    layout = release.kube.node_layout
+    assert layout is not None
+    bootstrap = ",".join(f"{b}.{DEMO}.svc:9092" for b in BROKERS)
+    command = cluster_dns_command(
+        layout, [sys.executable, "-P", str(CLIENT), "--bootstrap", bootstrap, *args]
+    )
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=600, env=release.kube.env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def _desire(release: Release, name: str, state: str, **more: object) -> None:
+    patch = json.dumps({"spec": {"desiredState": state, **more}})
+    release.kube.kubectl("patch", "logvolume", "-n", DEMO, name, "--type=merge", "-p", patch)
+
+
+def _operator_pod(release: Release) -> dict[str, Any] | None:
+    out = release.kube.kubectl(
+        "get", "pods", "-n", SYSTEM, "-l", "app.kubernetes.io/name=spindle-operator",
+        "-o", "json",
+    ).stdout  # fmt: skip
+    live = [p for p in json.loads(out)["items"] if not p["metadata"].get("deletionTimestamp")]
+    return live[0] if live else None
+
+
+#: demo-0's directories cordoned while the new topics are created.
+CORDONED = ("demo-0-data-1", "demo-0-data-2")
+#: fresh: replicated on every broker, so demo-0 holds all of its partitions; heavy: what the
+#: drain below carries to other brokers (twice replicated, 10 MB per partition).
+FRESH_PARTITIONS = 24
+HEAVY_PARTITIONS, HEAVY_RECORDS, HEAVY_SIZE = 4, 100, 100_000
+
+
+def test_new_topics_place_no_replica_in_a_cordoned_directory(release: Release) -> None:
+    """Two of demo-0's three directories cordoned (``desiredState: Cordoned`` → the broker's
+    ``cordoned.log.dirs``, KIP-1066): a topic of 24 partitions replicated on every broker puts
+    all 24 of demo-0's replicas in its one open directory, none in the cordoned ones; so does
+    a second topic."""
+    demo = release.demo
+    for name in CORDONED:
+        _desire(release, name, "Cordoned")
+    for name in CORDONED:
+        demo.wait_for(lambda n=name: _lv_state(release, n) == "Cordoned", what=f"{name} Cordoned")
+        assert demo.get("logvolume", name)["status"]["cordoned"] is True
+    on_node(release, "create", "--topic", "fresh", "--partitions", str(FRESH_PARTITIONS),
+            "--replication", "3")  # fmt: skip
+    on_node(release, "create", "--topic", "heavy", "--partitions", str(HEAVY_PARTITIONS),
+            "--replication", "2")  # fmt: skip
+    heavy = on_node(release, "replicas", "--topic", "heavy", "--partitions", "0")
+    wanted = FRESH_PARTITIONS + sum(0 in r for r in heavy.values())
+
+    def placed() -> dict[str, list[str]] | None:
+        dirs = on_node(release, "dirs", "--brokers", "0")["0"]
+        found = {
+            d: sorted(tp for tp in parts if tp.split("-")[0] in ("fresh", "heavy"))
+            for d, parts in dirs.items()
+        }
+        return found if sum(map(len, found.values())) == wanted else None
+
+    found = demo.wait_for(placed, what=f"broker 0 holding its {wanted} new replicas", timeout=120)
+    print(
+        "\nnew replicas on broker 0: "
+        + ", ".join(f"{d} {len(t)}" for d, t in sorted(found.items()))
+    )
+    assert found[LOG_DIRS[1]] == []
+    assert found[LOG_DIRS[2]] == []
+    assert len(found[LOG_DIRS[0]]) == wanted
+
+
+def _heavy_digest(partition: int) -> str:
+    digest = hashlib.sha256()
+    for seq in range(HEAVY_RECORDS):
+        digest.update(f"{partition}:{seq}:".encode().ljust(HEAVY_SIZE, b"x"))
+    return digest.hexdigest()
+
+
+def _leave_free(mount: Path, free: int) -> None:
+    """Allocate (fallocate: no data written) all but ``free`` bytes of the file system at
+    ``mount`` to one file, ``volumes.FILLER`` (``volumes.restore(..., Failure.FULL)`` removes it)."""
+    stat = os.statvfs(mount)
+    size = stat.f_bavail * stat.f_frsize - free
+    assert size > 0, f"{mount} has less than {free} bytes free"
+    fd = os.open(mount / volumes.FILLER, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        os.posix_fallocate(fd, 0, size)
+    finally:
+        os.close(fd)
+
+
+#: Throttle of the drain's copies to other brokers (LogVolume ``spec.drainBytesPerSecond``).
+DRAIN_RATE = 1024 * 1024
+
+
+def test_a_drain_finishes_after_the_operator_is_killed_mid_drain(release: Release) -> None:
+    """demo-0's directory data-0 holds ~20 MB of heavy and many small replicas. Its other
+    directories are open again but nearly full (a file leaves them 5 % + 3 MB free): drained at
+    1 MiB/s, the small replicas move next door (AlterReplicaLogDirs), heavy's 10 MB ones do not
+    fit and go to other brokers (the drain's Reassignment). The operator's Pod is deleted with
+    --grace-period=0 --force while that copy runs; the Deployment's new Pod resumes the drain,
+    the LogVolume becomes Empty, and every record of heavy reads back byte for byte."""
+    demo, kube, target = release.demo, release.kube, "demo-0-data-0"
+    on_node(release, "produce", "--topic", "heavy", "--partitions", str(HEAVY_PARTITIONS),
+            "--records", str(HEAVY_RECORDS), "--size", str(HEAVY_SIZE))  # fmt: skip
+    held = demo.wait_for(
+        lambda: [
+            p for p in demo.get("logvolume", target).get("status", {}).get("partitions") or []
+            if p["topic"] == "heavy" and p["sizeBytes"] >= HEAVY_RECORDS * HEAVY_SIZE
+        ],
+        what=f"{target} reporting its replicas of heavy",
+        timeout=120,
+    )  # fmt: skip
+    mounts = []
+    for name in CORDONED:
+        pv = demo.get("logvolume", name)["status"]["pvName"]
+        mount = volumes.mount_path(kube.state_dir / "volumes", pv)
+        stat = os.statvfs(mount)
+        _leave_free(mount, int(stat.f_blocks * stat.f_frsize * 0.05) + 3_000_000)
+        mounts.append(mount)
+        _desire(release, name, "Active")
+    for name in CORDONED:
+        demo.wait_for(lambda n=name: _lv_state(release, n) == "Active", what=f"{name} Active")
+    try:
+        _drain_killing_the_operator(release, target, held)
+    finally:
+        for mount in mounts:
+            (mount / volumes.FILLER).unlink(missing_ok=True)
+
+
+def _explained(
+    release: Release, target: str, probe: Callable[[], Any], what: str, timeout: float = 90
+) -> None:
+    """Wait for ``probe``; when it does not come, fail with what the drain shows (its status,
+    its Reassignment, the drain's Events, the operator's log)."""
+    try:
+        release.demo.wait_for(probe, what=what, timeout=timeout)
+    except AssertionError:
+        kube = release.kube
+        drain = release.demo.get("logvolume", target).get("status", {}).get("drain")
+        moving = kube.kubectl("get", "reassignment", "-n", DEMO, "-o", "yaml", check=False).stdout
+        events = kube.kubectl("get", "events", "-n", DEMO, "--sort-by=.lastTimestamp",
+                              check=False).stdout  # fmt: skip
+        log = kube.kubectl("logs", "-n", SYSTEM, f"deployment/{RELEASE}-operator", "--tail=40",
+                           check=False).stdout  # fmt: skip
+        raise AssertionError(
+            f"timed out waiting for {what}\ndrain: {drain}\n{moving[-3000:]}\n"
+            f"events:\n{events[-3000:]}\noperator:\n{log[-3000:]}"
+        ) from None
+
+
+def _drain_killing_the_operator(release: Release, target: str, held: list[dict[str, Any]]) -> None:
+    demo, kube = release.demo, release.kube
+    started = time.monotonic()
+    _desire(release, target, "Drained", drainBytesPerSecond=DRAIN_RATE)
+    reassignment = f"drain-{target}"
+
+    def phase() -> str | None:
+        found = kube.kubectl("get", "reassignment", "-n", DEMO, reassignment, "-o", "json",
+                             check=False)  # fmt: skip
+        if found.returncode != 0:
+            return None
+        return (json.loads(found.stdout).get("status") or {}).get("phase")
+
+    _explained(
+        release, target, lambda: phase() in ("Pending", "Moving"), f"Reassignment {reassignment}"
+    )
+    old = _operator_pod(release)
+    assert old is not None
+    drain = demo.get("logvolume", target)["status"].get("drain") or {}
+    kube.kubectl("delete", "pod", "-n", SYSTEM, old["metadata"]["name"], "--grace-period=0",
+                 "--force")  # fmt: skip
+    print(
+        f"\n{target}: {len(held)} replica(s) of heavy to other brokers; operator killed "
+        f"{time.monotonic() - started:.1f} s into the drain ({drain.get('bytesLeft')} bytes, "
+        f"{drain.get('replicasLeft')} replicas left)"
+    )
+    assert _lv_state(release, target) == "Draining"
+    assert phase() in ("Pending", "Moving")
+    new = demo.wait_for(
+        lambda: (
+            p
+            if (p := _operator_pod(release)) is not None
+            and p["metadata"]["uid"] != old["metadata"]["uid"]
+            and p["status"].get("phase") == "Running"
+            else None
+        ),
+        what="the operator's new Pod Running",
+        timeout=180,
+    )
+    _explained(release, target, lambda: _lv_state(release, target) == "Empty", f"{target} Empty",
+               timeout=600)  # fmt: skip
+    print(
+        f"{target} Empty {time.monotonic() - started:.1f} s after Drained was asked "
+        f"(new operator Pod {new['metadata']['name']})"
+    )
+    status = demo.get("logvolume", target)["status"]
+    assert status["replicaCount"] == 0
+    assert status["drain"]["reassignment"] == reassignment
+    assert phase() == "Completed"
+    placed = on_node(release, "replicas", "--topic", "heavy", "--partitions", "0")
+    assert all(0 not in placed[str(p["partition"])] for p in held), placed
+    small = sum(len(p) for d, p in on_node(release, "dirs", "--brokers", "0")["0"].items()
+                if d != LOG_DIRS[0])  # fmt: skip
+    assert small >= FRESH_PARTITIONS  # the small replicas stayed on demo-0, next door
+    read = on_node(release, "read", "--topic", "heavy", "--partitions", str(HEAVY_PARTITIONS))
+    for p in range(HEAVY_PARTITIONS):
+        assert read["counts"][str(p)] == HEAVY_RECORDS
+        assert read["sha256"][str(p)] == _heavy_digest(p)

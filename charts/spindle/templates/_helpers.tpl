@@ -74,3 +74,30 @@ status), no wildcard.
   resources: [events]
   verbs: [create, list, watch]
 {{- end -}}
+
+{{/* Name of the chart's etcd StatefulSet and client Service. */}}
+{{- define "spindle.etcdName" -}}
+{{- printf "%s-etcd" .Release.Name | trunc 57 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The brokers' etcd client URLs, comma-separated (the operator's --etcd-endpoints): every member
+of the chart's etcd, or etcd.endpoints; empty when neither. Refuses an even or absurd member
+count (an even count tolerates no more failures than the odd one below it).
+*/}}
+{{- define "spindle.etcdEndpoints" -}}
+{{- if .Values.etcd.enabled -}}
+{{- $replicas := int .Values.etcd.replicas -}}
+{{- if not (has $replicas (list 1 3 5)) -}}
+{{- fail (printf "etcd.replicas must be 1, 3 or 5 (an odd quorum), got %v" .Values.etcd.replicas) -}}
+{{- end -}}
+{{- $name := include "spindle.etcdName" . -}}
+{{- $urls := list -}}
+{{- range $i := until $replicas -}}
+{{- $urls = append $urls (printf "http://%s-%d.%s-peers.%s.svc:2379" $name $i $name $.Release.Namespace) -}}
+{{- end -}}
+{{- join "," $urls -}}
+{{- else -}}
+{{- join "," .Values.etcd.endpoints -}}
+{{- end -}}
+{{- end -}}

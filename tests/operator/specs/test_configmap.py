@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from spindle.operator import specs
 from spindle.operator.specs import BrokerSpec
+
+from .bodies import broker_body
 
 
 def test_log_dirs_lists_exactly_the_mounted_volumes(broker: BrokerSpec) -> None:
@@ -32,3 +35,32 @@ def test_configmap_is_a_config_the_broker_accepts(broker: BrokerSpec) -> None:
     assert [(lst.host, lst.port) for lst in broker_settings.advertised_listener_list] == [
         ("b7.ns.svc", 9092)
     ]
+
+
+def test_the_operators_etcd_endpoints_reach_brokers_that_name_none() -> None:
+    """``spindle-operator run --etcd-endpoints`` (the chart's etcd members, or
+    ``etcd.endpoints``) is the default of ``spindle.etcd.endpoints``; a Broker naming its own
+    keeps it."""
+    from spindle.operator.__main__ import _config_defaults, _parser
+
+    parser = _parser()
+    defaults = _config_defaults(parser, "http://e-0.p:2379, http://e-1.p:2379")
+    assert defaults == {"spindle.etcd.endpoints": "http://e-0.p:2379,http://e-1.p:2379"}
+    plain = BrokerSpec.from_body(broker_body(), config_defaults=defaults)
+    lines = dict(line.split("=", 1) for line in specs.server_properties(plain).splitlines())
+    assert lines["spindle.etcd.endpoints"] == "http://e-0.p:2379,http://e-1.p:2379"
+    own = {"num.replica.alter.log.dirs.threads": "2", "spindle.etcd.endpoints": "http://mine:2379"}
+    named = BrokerSpec.from_body(broker_body(config=own), config_defaults=defaults)
+    assert named.config["spindle.etcd.endpoints"] == "http://mine:2379"
+    assert "spindle.etcd.endpoints" not in BrokerSpec.from_body(broker_body()).config
+
+
+def test_etcd_endpoints_that_are_not_urls_are_refused_at_start(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from spindle.operator.__main__ import _config_defaults, _parser
+
+    for bad in ("etcd-0:2379", " , "):
+        with pytest.raises(SystemExit):
+            _config_defaults(_parser(), bad)
+        assert "--etcd-endpoints expects etcd client URLs" in capsys.readouterr().err

@@ -306,6 +306,28 @@ def test_move_replicas_replaces_the_broker_in_each_partition_with_the_least_load
     assert step_at(done.record, OFFLINE, 60).action == "none"
 
 
+def test_move_replicas_moves_what_the_volume_listed_before_the_metadata_marks_it_offline() -> None:
+    """The broker already answers KAFKA_STORAGE_ERROR but the controller has not marked its
+    replicas offline yet: the partitions the LogVolume listed while online (and still on this
+    broker) are moved all the same; one listed but since moved away is not."""
+    not_yet = {tp: replace(p, offline=()) for tp, p in SAFE.items()}
+    not_yet[("gone", 0)] = PartitionState((0, 2), (0, 2))
+    facts = replace(
+        OFFLINE,
+        policy="MoveReplicas",
+        partitions=not_yet,
+        last_listed=frozenset({("orders", 0), ("orders", 1), ("gone", 0)}),
+    )
+    step = step_at(None, facts, 1)
+    assert step.reassignment is not None
+    assert [(m["topic"], m["partition"]) for m in step.reassignment[1]] == [
+        ("orders", 0),
+        ("orders", 1),
+    ]
+    # Without the list, the same pass would find nothing to move.
+    assert step_at(None, replace(facts, last_listed=frozenset()), 1).record["phase"] == "Succeeded"  # type: ignore[index]
+
+
 def test_move_replicas_without_a_free_broker_is_refused() -> None:
     step = step_at(None, replace(OFFLINE, policy="MoveReplicas", brokers={0: 3, 1: 3, 2: 3}), 1)
     assert step.action == "none"
