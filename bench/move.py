@@ -233,9 +233,10 @@ def appends_during_move(
     if lm.change_replica_dir(TP, dest).name != "NONE":
         raise RuntimeError("could not start the move")
     during, during_longest = append_rate(log, hook.swapped, 60.0)
+    appender_during = appender_clock.shares()
     if not hook.swapped.wait(3600) or not lm.await_idle(600):
         raise RuntimeError("move did not finish")
-    appender_during, movers = appender_clock.shares(), movers_clock.shares()
+    movers = movers_clock.shares()
     move_s = hook.at - start
     after, after_longest = append_rate(log, None, idle_s)
     job = hook.job

@@ -6,6 +6,7 @@
 - ``loader``: start-up loading and recovery; ``housekeeping``: checkpoints, retention, deletes;
 - ``failure``: the one failure channel; ``mover``: the replica mover; ``throttle``;
   ``priority``: the movers' threads copy at a lower CPU and I/O priority than the event loop;
+  ``writeback``: the mover starts the write-back of what it copied at once;
 - ``descriptions``: DescribeLogDirs data and the placement rule; ``file_range``: zero-copy reads.
 
 Synchronous, thread-safe (partition locks, the manager lock) and free of asyncio (an

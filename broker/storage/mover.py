@@ -7,8 +7,9 @@ smallest waiting partition and moves it to completion before taking the next (Ka
 ``os.copy_file_range`` (``sendfile`` as fallback) under the shared :class:`Throttle`, without
 the partition lock; the lock is held only to snapshot segment sizes and for the swap. The copy
 threads run at a lower CPU and I/O priority (:data:`MOVER_NICE`, :data:`MOVER_IO_PRIORITY`),
-so that appends and fetches on the event loop come first when the cores are busy; the swap runs
-on one thread at the broker's own priority, since appends wait for the lock it holds:
+so that appends and fetches on the event loop come first when the cores are busy, and each copied
+chunk's write-back is started at once from the copying thread (``writeback``); the swap runs on
+one thread at the broker's own priority, since appends wait for the lock it holds:
 
 1. future caught up (same segments, same sizes) → flush it, checkpoint its directory with the
    live log's offsets (``caught_up``)

@@ -37,6 +37,7 @@ from spindle.broker.records.batch import (
     read_prefix,
     valid_prefix,
 )
+from spindle.broker.storage.writeback import start_writeback
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -46,6 +47,8 @@ _TIME_ENTRY = struct.Struct(">qi")
 _SCAN_CHUNK = 8 << 20
 _LAST_DELTA = struct.Struct(">i")
 _MAX_TS = struct.Struct(">q")
+WRITEBACK_WHILE_COPYING = True
+"""The mover starts each copied chunk's write-back at once (see ``writeback``)."""
 
 
 class SourceShrunk(Exception):
@@ -417,6 +420,8 @@ class Segment:
                 src_pos += n
                 dst_pos += n
                 remaining -= n
+            if WRITEBACK_WHILE_COPYING:
+                start_writeback(fd, dst_pos - length, length)
         finally:
             os.close(fd)
 
