@@ -273,7 +273,7 @@ class Request:
         return self.header.api_version
 
 
-def decode_request(data: bytes | memoryview) -> Request:
+def decode_request(data: bytes | bytearray | memoryview) -> Request:
     """Decode one frame's payload (header + body), or raise RequestRejected saying why."""
     view = memoryview(data)
     try:

@@ -42,7 +42,7 @@ from .apis.groups import led_offsets_partitions
 from .authorizer import AllowAll, Authorizer
 from .compaction import CompactionScheduler
 from .config import BrokerSettings
-from .connection import READ_LIMIT_BYTES, serve_connection, set_send_buffer
+from .connection import KafkaConnection
 from .metrics import MetricsServer
 
 log = logging.getLogger(__name__)
@@ -142,11 +142,8 @@ class BrokerServer:
         """Open the listener (connections wait for the handlers); the advertised endpoint."""
         s = self.settings
         listener = s.listener_list[0]
-        self._server = await asyncio.start_server(
-            self._on_connection,
-            host=listener.host or "0.0.0.0",
-            port=listener.port,
-            limit=READ_LIMIT_BYTES,
+        self._server = await asyncio.get_running_loop().create_server(
+            self._new_connection, host=listener.host or "0.0.0.0", port=listener.port
         )
         self.port = self._server.sockets[0].getsockname()[1]
         adv = s.advertised_listener_list[0]
@@ -374,18 +371,17 @@ class BrokerServer:
             log.error("%s", self.fatal_reason)
             self.fatal.set()
 
-    def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _new_connection(self) -> KafkaConnection:
         assert self.apis is not None
-        set_send_buffer(writer, self.settings.socket_send_buffer_bytes)
-        task = asyncio.create_task(
-            serve_connection(
-                reader,
-                writer,
-                self.apis,
-                max_request_bytes=self.settings.socket_request_max_bytes,
-                listener=self.settings.listener_list[0].name,
-            )
+        return KafkaConnection(
+            self.apis,
+            max_request_bytes=self.settings.socket_request_max_bytes,
+            listener=self.settings.listener_list[0].name,
+            send_buffer_bytes=self.settings.socket_send_buffer_bytes,
+            on_task=self._track_connection,
         )
+
+    def _track_connection(self, task: asyncio.Task[None]) -> None:
         self._connections.add(task)
         task.add_done_callback(self._connections.discard)
 

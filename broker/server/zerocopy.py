@@ -45,8 +45,8 @@ class ShortSend(ConnectionError):
     """The file held fewer bytes than the response promised; the connection must close."""
 
 
-async def send_region(writer: asyncio.StreamWriter, region: FileRegion) -> None:
-    """Send ``region`` after everything already written to ``writer``, zero-copy if possible.
+async def send_region(transport: asyncio.WriteTransport, region: FileRegion) -> None:
+    """Send ``region`` after everything already written to ``transport``, zero-copy if possible.
 
     Does not close the region (the caller owns it). Raises :class:`ShortSend` if the file was
     cut short under the range.
@@ -55,7 +55,7 @@ async def send_region(writer: asyncio.StreamWriter, region: FileRegion) -> None:
     f = os.fdopen(rng.fd, "rb", buffering=0, closefd=False)
     with contextlib.closing(f):
         loop = asyncio.get_running_loop()
-        sent = await loop.sendfile(writer.transport, f, rng.position, rng.length)
+        sent = await loop.sendfile(transport, f, rng.position, rng.length)
     if sent != rng.length:
         log.warning("segment shrank under a fetch: sent %d of %d bytes", sent, rng.length)
         raise ShortSend(f"sent {sent} of {rng.length} bytes of a record set")

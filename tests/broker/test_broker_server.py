@@ -4,10 +4,13 @@ fetch, ListOffsets, UNSUPPORTED_VERSION and graceful shutdown, all over real soc
 from __future__ import annotations
 
 import os
+import random
+import socket
 import struct
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +29,7 @@ from kafka.record.memory_records import MemoryRecords
 from spindle.broker.common.errors import ErrorCode
 from spindle.broker.records.batch import build_batch
 from spindle.broker.server.config import ConfigError, settings_from_properties
+from spindle.broker.server.connection import SMALL_BUFFER_BYTES
 
 from .conftest import Broker, Etcd, make_broker
 from .wire import (
@@ -88,8 +92,8 @@ def test_pipelined_requests_are_answered_in_order(module_broker: Broker) -> None
 
 
 def test_pipelined_megabyte_produces_and_a_mixed_fetch_arrive_whole(module_broker: Broker) -> None:
-    # Four ~0.9 MB produce requests sent at once exceed what a connection buffers (twice its
-    # 1 MiB read limit), so reading pauses and resumes between them; a fetch of two partitions
+    # Four ~0.9 MB produce requests sent at once exceed what a connection buffers (its 2 MiB
+    # READ_LIMIT_BYTES), so reading pauses and resumes between them; a fetch of two partitions
     # then answers one from the file (sendfile) and one from memory in the same response.
     big = [os.urandom(300_000) for _ in range(3)]
     with Wire(module_broker.port) as wire:
@@ -117,6 +121,59 @@ def test_pipelined_megabyte_produces_and_a_mixed_fetch_arrive_whole(module_broke
         parts = wire.call(req, FetchResponse).responses[0].partitions
         values = {p.partition_index: _values(p.records) for p in parts}
         assert values == {0: big * 4, 1: [b"small"]}
+
+
+def test_frames_split_anywhere_and_around_the_small_buffer_arrive_whole(
+    module_broker: Broker,
+) -> None:
+    # Frames just under, at and just over what the connection gathers in its small buffer
+    # (SMALL_BUFFER_BYTES), between tiny ones, sent in pieces cut at arbitrary bytes (single
+    # bytes included) so the broker reads them split across its buffers in every way.
+    rng = random.Random(17)
+    with Wire(module_broker.port) as wire:
+        create_topic(wire, "split")
+        wire.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # (lengths of 60 KB and up to 1 MB take the same varint bytes)
+        overhead = len(Wire.encode(produce_request("split", 0, [b"x" * 60_000]), corr=0)) - 60_004
+        targets = [SMALL_BUFFER_BYTES + d for d in (-5, -4, -3, 0, 10, 200_000)]
+        values = [rng.randbytes(t - overhead) for t in targets]
+        frames = []
+        for i, value in enumerate(values):
+            frames.append(Wire.encode(produce_request("split", 0, [value]), corr=3000 + 2 * i))
+            frames.append(
+                Wire.encode(
+                    MetadataRequest[12](topics=None, allow_auto_topic_creation=False),
+                    corr=3001 + 2 * i,
+                )
+            )
+        assert [len(f) - 4 for f in frames[::2]] == targets
+        data = b"".join(frames)
+        pos = 0
+        while pos < len(data):
+            step = rng.choice([1, 3, 4, 5, 1000, 40_000, 70_000])
+            wire.send_raw(data[pos : pos + step])
+            pos += step
+            time.sleep(0.001)
+        for i in range(len(frames)):
+            cls, version = (MetadataResponse, 12) if i % 2 else (ProduceResponse, 9)
+            resp = wire.recv(cls, version)
+            assert resp.header.correlation_id == 3000 + i
+            if not i % 2:
+                part = resp.responses[0].partition_responses[0]
+                assert (part.error_code, part.base_offset) == (0, i // 2)
+        req = fetch_request("split", partition_max_bytes=8 << 20, max_bytes=16 << 20)
+        parts = wire.call(req, FetchResponse).responses[0].partitions
+        assert _values(parts[0].records) == values
+
+
+def test_requests_before_a_bad_frame_are_answered_before_it_closes(module_broker: Broker) -> None:
+    with Wire(module_broker.port) as wire:
+        wire.send_raw(
+            Wire.encode(MetadataRequest[12](topics=None, allow_auto_topic_creation=False), corr=77)
+            + struct.pack(">i", -1)
+        )
+        assert wire.recv(MetadataResponse, 12).header.correlation_id == 77
+        assert wire.is_closed_by_peer()
 
 
 def test_oversized_frame_closes_only_that_connection(module_broker: Broker) -> None:

@@ -55,7 +55,7 @@ async def test_send_region_delivers_exactly_its_bytes_even_after_the_file_is_unl
         path, expected, region = _region(tmp_path)
         if unlink:
             path.unlink()  # e.g. a move swapped the replica and deleted the old directory
-        received = await _serve_once(lambda w: send_region(w, region))  # noqa: B023
+        received = await _serve_once(lambda w: send_region(w.transport, region))  # noqa: B023
         assert received == b"head" + expected + b"tail"
         close_regions([b"x", region])
         assert region.range.closed
@@ -65,5 +65,5 @@ async def test_a_file_cut_short_under_the_region_fails_the_send(tmp_path: Path) 
     path, _, region = _region(tmp_path)
     os.truncate(path, 50_000)
     with pytest.raises(ShortSend):
-        await _serve_once(lambda w: send_region(w, region))
+        await _serve_once(lambda w: send_region(w.transport, region))
     region.close()
