@@ -51,7 +51,15 @@ def evacuate(pl: Placer) -> None:
 
 def fix_racks(pl: Placer) -> None:
     """Partitions with two replicas on one rack (when racks allow) move the smallest
-    non-leader replica of the crowded rack to a rack that has room."""
+    non-leader replica of the crowded rack to a rack that has room -- not one whose broker
+    may not receive and would drop below its byte band for it while another can go (no
+    later move can refill that broker, so the repair would cost the byte goal there)."""
+    closed = ~pl.recv_broker()
+
+    def costly(r: int) -> bool:
+        b = int(pl.cur_b[r])
+        return bool(closed[b] and pl.b_load[b] - pl.size_f[r] < pl.b_lo[b])
+
     for p in pl.p.rack_violations.tolist():
         lo, hi = int(pl.c.part_start[p]), int(pl.c.part_start[p + 1])
         while True:
@@ -61,7 +69,7 @@ def fix_racks(pl: Placer) -> None:
             if len(crowded) == 0:
                 break
             on = [r for r in range(lo, hi) if racks[r - lo] == crowded[0] and not pl.moved[r]]
-            on.sort(key=lambda r: (bool(pl.lead[r]), r))
+            on.sort(key=lambda r: (costly(r), bool(pl.lead[r]), r))
             done = False
             for r in on:
                 target = pl.dest_cross(r, strict=False)

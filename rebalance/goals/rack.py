@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-from spindle.rebalance.bands import band_floor
 from spindle.rebalance.goals.base import Goal, Placed
 from spindle.rebalance.model import I64, Cluster, Goals
 from spindle.rebalance.scope import Scope
@@ -31,7 +30,7 @@ def rack_limits(replication: I64, n_racks: int) -> I64:
 
 def rack_share(cluster: Cluster, scope: Scope, goals: Goals) -> np.ndarray:
     """Per broker: the mean utilisation its rack can reach under rack awareness, over the
-    cluster's mean (1.0 everywhere unless the rule forces some rack out of the band).
+    cluster's mean (1.0 everywhere unless the rule keeps some rack off the cluster mean).
 
     Why: with racks of unequal size the rule fixes how many bytes each rack holds (RF 3 on
     3 racks: a third each, whatever the plan), so a small rack's brokers can never come near
@@ -45,8 +44,10 @@ def rack_share(cluster: Cluster, scope: Scope, goals: Goals) -> np.ndarray:
     partition bound its bytes); its load lies in ``[lo_r, hi_r]`` (plus its external
     bytes). The level ``u`` with ``sum_r clip(u * cap_r, lo_r, hi_r) = placed`` (water
     filling, by bisection) gives each rack its reachable mean ``clip(u * cap_r, ...) /
-    cap_r``. Only used when some rack's range misses its band around the cluster mean, so
-    clusters the rule does not squeeze plan exactly as before."""
+    cap_r``. Used whenever some rack cannot reach the cluster mean itself: a rack pinned
+    even slightly off it (RF 3 on 3 racks of unequal capacity) otherwise leaves its brokers
+    almost no room inside the band, and count moves between them have nowhere to go; when
+    every rack can reach the cluster mean, the band is the cluster's, as before."""
     n_b = cluster.n_brokers
     ones = np.ones(n_b)
     k = hosting_racks(cluster, scope)
@@ -78,8 +79,7 @@ def rack_share(cluster: Cluster, scope: Scope, goals: Goals) -> np.ndarray:
     ext_r = np.array([ext[hb & (rack_of == r)].sum() for r in racks])
     lo_r, hi_r = lo_reps + ext_r, hi_reps + ext_r
     mean = placed / float(cap_r.sum())
-    bb = goals.broker_balance
-    if np.all((lo_r <= bb * mean * cap_r) & (hi_r >= band_floor(bb, mean) * cap_r)):
+    if np.all((lo_r <= mean * cap_r) & (hi_r >= mean * cap_r)):
         return ones
     a, b = 0.0, 2.0 * float((hi_r / cap_r).max()) + 2.0 * mean
     for _ in range(100):

@@ -44,7 +44,7 @@ PINS = {
     "intra-broker": "46e48903b3c9c647883c4fa38b33462cc6e0a4cd2ae83529ce7b6a70d7ae44c6",
     "add-brokers": "db1f8d3ddc2ab00b5d745480bf0655b11ba056648bc82378adb94180981b1a15",
     "fix-offline": "be5830e76d5b855d045cabca45aba92c16268b4154fa11313fadbba8ed4df700",
-    "remove-volumes": "4173544bb2869d7fbae575bbbebbc675b7b05163d84d2d472b398cde2c5a7e6c",
+    "remove-volumes": "5e989e1a800aa049feb5cbcdd5b11525b1a4d56365236bb9f7dcdf905e99df5b",
 }
 
 
