@@ -261,9 +261,12 @@ def dir_failover(system: System, r: int) -> dict[str, Any]:
     topic = f"dirfail-{r}"
     create_topic(system, topic, assignment=[[victim, *others]])
     node = system.nodes[victim]
-    index = node.dir_of(topic)
-    if index is None:
-        raise RuntimeError(f"{system.name}: {topic} not found in broker {victim}'s directories")
+    deadline = time.monotonic() + 60
+    # The metadata's ISR is whole from creation on; the replica's directory follows shortly.
+    while (index := node.dir_of(topic)) is None:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{system.name}: {topic} not in broker {victim}'s directories")
+        time.sleep(0.05)
     timeline = _timeline(system)
     if timeline is not None:
         timeline.__enter__()
