@@ -119,6 +119,8 @@ class SessionMonitor:
         self._clock: Clock = clock or SystemClock()
         self.tracked: dict[int, _Tracked] = {}
         self.expired = 0
+        self._closing: set[asyncio.Task[None]] = set()
+        """Connections being closed (held so that no task is collected half-way)."""
 
     async def run(self) -> None:
         """Ask, check deadlines, sleep until the next ask or deadline; until cancelled."""
@@ -164,7 +166,9 @@ class SessionMonitor:
         t = self.tracked.pop(node)
         if t.asking is not None:
             t.asking.cancel()
-        asyncio.get_running_loop().create_task(t.probe.close())
+        closing = asyncio.get_running_loop().create_task(t.probe.close())
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
 
     async def _ask(self, node: int, t: _Tracked) -> None:
         t.asked += 1
