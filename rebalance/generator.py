@@ -315,19 +315,29 @@ def _repair(
     for j in range(rf):
         for k in range(j + 1, rf):
             bad |= racks[:, j] == racks[:, k]
+    # Python lists, not numpy scalars, in the per-row search (same draws, same result): at a
+    # million replicas most rows of a lopsided rack layout need it.
+    rack_l = rack.tolist()
     for i in np.flatnonzero(bad).tolist():
-        row = brokers[i]
+        row = brokers[i].tolist()
         for j in range(1, rf):
-            used = list(row[:j])
-            counts = np.bincount(rack[used], minlength=n_racks)
-            if counts[rack[row[j]]] < limit and row[j] not in used:
+            used = row[:j]
+            counts = [0] * n_racks
+            for u in used:
+                counts[rack_l[u]] += 1
+            if counts[rack_l[row[j]]] < limit and row[j] not in used:
                 continue
             base = int(rng.integers(0, n_old))
             for step in range(n_old):
                 cand = (base + step) % n_old
-                if cand not in row[:j] and cand not in row[j + 1 :] and counts[rack[cand]] < limit:
+                if (
+                    cand not in row[:j]
+                    and cand not in row[j + 1 :]
+                    and counts[rack_l[cand]] < limit
+                ):
                     row[j] = cand
                     break
+        brokers[i] = row
 
 
 def small_shape(seed: int) -> Shape:
