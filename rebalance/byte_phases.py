@@ -110,9 +110,11 @@ def balance_broker_bytes(pl: Placer) -> None:
         moved = -1
         with np.errstate(invalid="ignore", divide="ignore"):
             util = np.where(pl.host_b, pl.b_load / pl.b_cap, -np.inf)
+        rack = pl._broker_rack[b]
         for donor in np.argsort(-util, kind="stable").tolist():
             slack = float(pl.b_load[donor] - pl.b_lo[donor])
-            if donor == b or slack <= 0 or not pl.host_b[donor]:
+            # rack_open: skip a donor none of whose replicas may join b's rack.
+            if donor == b or slack <= 0 or not pl.host_b[donor] or not pl.rack_open(donor)[rack]:
                 continue
             need = min(float(deficit[b]), slack)
             room = min(float(pl.b_hi[b] - pl.b_load[b]), slack)

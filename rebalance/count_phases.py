@@ -359,7 +359,7 @@ def _take_small(pl: Placer, b: int, goal: CountGoal, *, leaders: bool) -> bool:
     for donor in donors:
         if count[donor] - 1 < lo_c:
             break
-        if donor == b:
+        if donor == b or not pl.rack_open(donor)[pl._broker_rack[b]]:
             continue
         if _give_small(pl, donor, goal, only_broker=b, leaders=leaders, tries=TRIES):
             return True
@@ -377,6 +377,8 @@ def _refill(pl: Placer, b: int, count: np.ndarray, lo_c: int, refilled: set[int]
     for donor in np.argsort(-util, kind="stable").tolist()[:8]:
         slack = float(pl.b_load[donor] - pl.b_lo[donor])
         if donor == b or slack <= 0 or count[donor] - 1 < lo_c or donor in refilled:
+            continue
+        if not pl.rack_open(donor)[pl._broker_rack[b]]:
             continue
         need = min(0.5 * room, slack)
         if pl._shed_broker(donor, need, min(room, slack), only_broker=b) >= 0:
@@ -443,6 +445,11 @@ def reorder_leaders(pl: Placer) -> None:
     """Zero-byte leader balance (on by default): a broker above the leader band hands leadership
     of a partition to a follower on a broker below it, and a broker below the band takes
     leadership from the most-leading broker among its partitions' leaders."""
+    # Brokers do not change here, only leadership: each broker's serving replicas (index
+    # order) are grouped once instead of scanning every replica per broker.
+    serving = np.flatnonzero(pl.hosting[pl.cur_d])
+    by_b = serving[np.argsort(pl.cur_b[serving], kind="stable")]
+    cuts = np.searchsorted(pl.cur_b[by_b], np.arange(pl.c.n_brokers + 1))
     for phase in ("excess", "deficit"):
         excess = phase == "excess"
         order = np.argsort(-pl.b_leaders if excess else pl.b_leaders)
@@ -450,7 +457,8 @@ def reorder_leaders(pl: Placer) -> None:
             if not pl.host_b[b] or _leaders_in_band(pl, b, excess=excess):
                 continue
             want_lead = not excess
-            mine = np.flatnonzero((pl.cur_b == b) & (pl.lead != want_lead) & pl.hosting[pl.cur_d])
+            mine = by_b[cuts[b] : cuts[b + 1]]
+            mine = mine[pl.lead[mine] != want_lead]
             for r in mine.tolist():
                 if _leaders_in_band(pl, b, excess=excess):
                     break

@@ -151,6 +151,8 @@ class _Exchanger:
             lead = pl.lead[reps]
             kinds = (reps[lead], reps[~lead])
             self._avail[b] = kinds
+        if not pl.rack_open(b)[self.rack[other]]:
+            return kinds[0][:0]  # none may join ``other``'s rack (``PlannerState.rack_open``)
         picked = []
         for reps in kinds:
             got: list[np.ndarray] = []

@@ -124,6 +124,11 @@ class PlannerState:
         self._members0 = self._members.copy()
         self._rack_of_b = cluster.broker_rack.astype(np.int64)
         self._bad_rack = np.zeros(len(cluster.racks), bool)
+        # ``rack_open``'s cache: per broker, the version it was computed at, bumped by every
+        # move that changes a partition with a replica there (or moves one of its replicas).
+        self._ver = [0] * n_b
+        self._open: dict[int, tuple[int, np.ndarray]] = {}
+        self._snap_by_b: tuple[np.ndarray, np.ndarray] | None = None
 
     def _caches(self) -> None:
         """What the plan has done so far, Python mirrors of hot figures, the phases' own
@@ -207,7 +212,13 @@ class PlannerState:
         self.b_leaders[b] += leader
         self.cur_d[r] = d
         self.cur_b[r] = b
-        self._members[self._rep_part[r], self._slot[r]] = b
+        p = self._rep_part[r]
+        self._ver[b0] += 1
+        if b != b0:
+            for m in self._members[p].tolist():
+                if m >= 0 and m != b0:
+                    self._ver[m] += 1
+        self._members[p, self._slot[r]] = b
         self.moved[r] = True
         self.n_moves += 1
         self.bytes_moved += int(self.size[r])
@@ -256,6 +267,36 @@ class PlannerState:
         rk = self._broker_rack[b]
         same = sum(1 for i, m in enumerate(members) if lo + i != r and self._broker_rack[m] == rk)
         return bool(same < self._rack_limit[p])
+
+    def rack_open(self, b: int) -> np.ndarray:
+        """Per rack: whether some unmoved replica of broker b may move onto a broker of that
+        rack under the rack limit (all True without rack awareness). A False rack lets a
+        search skip b as a giver to that rack: every candidate of b would fail ``_may_join``
+        there (the other partition rules only refuse more), so the skip changes no choice.
+        Cached per broker until a move touches one of its partitions."""
+        n_racks = len(self.c.racks)
+        if not self.g.rack_aware:
+            return np.ones(n_racks, bool)
+        hit = self._open.get(b)
+        if hit is not None and hit[0] == self._ver[b]:
+            return hit[1]
+        if self._snap_by_b is None:
+            order = np.argsort(self.c.rep_broker, kind="stable")
+            cuts = np.searchsorted(self.c.rep_broker[order], np.arange(self.c.n_brokers + 1))
+            self._snap_by_b = (order, cuts)
+        order, cuts = self._snap_by_b
+        reps = order[cuts[b] : cuts[b + 1]]
+        reps = reps[~self.moved[reps]]  # unmoved: still on b, where the snapshot put them
+        parts = self.c.rep_part[reps]
+        mem = self._members[parts]
+        rows = np.repeat(np.arange(len(reps)), mem.shape[1])
+        racks = np.where(mem >= 0, self._rack_of_b[mem], n_racks).ravel()
+        on = np.bincount(rows * (n_racks + 1) + racks, minlength=len(reps) * (n_racks + 1))
+        on = on.reshape(len(reps), n_racks + 1)[:, :n_racks]
+        on[:, self._rack_of_b[b]] -= 1  # the replica itself leaves b's rack
+        out: np.ndarray = np.asarray((on < self.rack_limit[parts][:, None]).any(axis=0))
+        self._open[b] = (self._ver[b], out)
+        return out
 
     def recv_broker(self) -> np.ndarray:
         out = np.zeros(self.c.n_brokers, bool)
