@@ -28,6 +28,13 @@ def rack_limits(replication: I64, n_racks: int) -> I64:
     return limits
 
 
+#: The last few ``rack_share`` answers, by the identity of the cluster and scope they were
+#: computed for: a plan asks for the same cluster's several times (the greedy, the report's
+#: figures, the bounds, the reachability check) and each answer costs a pass over every
+#: replica (about 0.1 s at a million). Two entries: a plan and its later pass.
+_SHARES: list[tuple[Cluster, Scope, Goals, np.ndarray]] = []
+
+
 def rack_share(cluster: Cluster, scope: Scope, goals: Goals) -> np.ndarray:
     """Per broker: the mean utilisation its rack can reach under rack awareness, over the
     cluster's mean (1.0 everywhere unless the rule keeps some rack off the cluster mean).
@@ -48,6 +55,18 @@ def rack_share(cluster: Cluster, scope: Scope, goals: Goals) -> np.ndarray:
     even slightly off it (RF 3 on 3 racks of unequal capacity) otherwise leaves its brokers
     almost no room inside the band, and count moves between them have nowhere to go; when
     every rack can reach the cluster mean, the band is the cluster's, as before."""
+    for c, sc, g, share in _SHARES:
+        if c is cluster and sc is scope and g == goals:
+            return share
+    share = _rack_share(cluster, scope, goals)
+    share.flags.writeable = False
+    _SHARES.insert(0, (cluster, scope, goals, share))
+    del _SHARES[2:]
+    return share
+
+
+def _rack_share(cluster: Cluster, scope: Scope, goals: Goals) -> np.ndarray:
+    """``rack_share``, computed."""
     n_b = cluster.n_brokers
     ones = np.ones(n_b)
     k = hosting_racks(cluster, scope)
