@@ -19,8 +19,14 @@ The quota itself is a virtual-time meter (the generic cell rate algorithm), not 
 rate over 11 one-second windows: each recorded byte count pushes a "free at" time forward by
 ``bytes / rate`` from ``max(free at, now)``; the quota is exceeded while "free at" lies in the
 future. So data is only ever admitted when the meter is not ahead of real time, and the bytes
-admitted over any interval of length ``T`` are at most ``rate * T`` plus the one read admitted
-last (one partition's fetch). Kafka's sampled rate allows a burst of up to ten windows' worth
+admitted over any interval of length ``T`` are at most ``rate * T`` plus the one response
+admitted last. That response is what makes a low rate lumpy: a follower asks up to 1 MiB of
+every partition it copies, so unchecked one response could carry seconds of quota and the
+partitions then wait as long (measured on the node: 1.36x the rate over a 7 MB move, the
+first lump landing inside the measured span). Spindle cuts each throttled partition's read in
+a response to :data:`READ_SLICE_S` of the rate (storage still returns one whole batch), so a
+response is a fraction of a second of quota; above ~10 MB/s the slice exceeds 1 MiB and
+nothing changes. Kafka has no such cut; its sampled rate hides the lumps in its windows. Kafka's sampled rate allows a burst of up to ten windows' worth
 after an idle period (the rate is averaged over the full sample span); the meter allows none,
 which is what makes the measured rate of a throttled reassignment match the set rate. Idle
 time earns no credit; the only lateness forgiven is the quota's own: bytes read after waiting
@@ -44,6 +50,12 @@ from spindle.broker.common.throttled_replicas import (
 )
 
 UNLIMITED = (1 << 63) - 1
+
+READ_SLICE_S = 0.1
+"""A throttled partition's read is cut to what the quota admits in this long: a follower asks
+up to 1 MiB per partition, and several partitions read at once when the quota is not yet
+exceeded would otherwise pass a low rate's seconds' worth in one response (7 partitions at
+512 kB/s: 14 s of quota in the first fetch). Storage still returns at least one whole batch."""
 
 
 class ReplicationQuota:
@@ -90,6 +102,13 @@ class ReplicationQuota:
 
     def now(self) -> float:
         return self._clock.monotonic()
+
+    def read_slice(self) -> int | None:
+        """Most bytes one read of a throttled partition takes (:data:`READ_SLICE_S` of the
+        rate, at least 1); None when unlimited."""
+        if self.unlimited:
+            return None
+        return max(int(self._rate * READ_SLICE_S), 1)
 
     def record(self, nbytes: int, *, at: float | None = None) -> None:
         """Count ``nbytes`` of throttled replication traffic against the quota, admitted at

@@ -402,6 +402,14 @@ class ReplicaManager:
             topic.configs, tp.partition
         )
 
+    def leader_read_cap(self, tp: TopicPartition, replica_id: int) -> int | None:
+        """Most bytes a follower's fetch may read of ``tp`` while it is throttled for that
+        follower (:meth:`.quota.ReplicationQuota.read_slice`); None when not throttled."""
+        quota = self.throttles.leader
+        if quota.unlimited or not self.leader_throttles(tp, replica_id):
+            return None
+        return quota.read_slice()
+
     def leader_sent(self, tp: TopicPartition, nbytes: int, *, at: float | None = None) -> None:
         """Count bytes returned to a follower for ``tp`` if ``tp`` is throttled here, from
         ``at`` (when a held-back fetch was due to be read again) or now."""

@@ -184,6 +184,8 @@ def _fetch_partition(
             if quota_exceeded and broker.replicas.leader_throttles(tp, replica_id):
                 held = True
                 budget = 0
+            elif (cap := broker.replicas.leader_read_cap(tp, replica_id)) is not None:
+                budget = min(budget, cap)
         else:
             hw = partition_log.high_watermark
         # KIP-74: storage returns at least one whole batch for a positive limit, so the first

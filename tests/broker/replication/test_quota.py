@@ -129,3 +129,14 @@ def test_a_late_wake_up_costs_no_rate() -> None:
     clock.advance(0.15)
     late.record(MB // 10)
     assert late.delay() == pytest.approx(0.1)
+
+
+def test_a_throttled_read_is_cut_to_a_tenth_of_a_second_of_the_rate() -> None:
+    """Several throttled partitions read in one fetch before the quota is exceeded take at
+    most a slice each, not 1 MiB each (7 x 1 MiB at 512 kB/s was 14 s of quota at once)."""
+    quota = ReplicationQuota(clock=FakeClock(), rate=512_000)
+    assert quota.read_slice() == 51_200
+    quota.set_rate(5)
+    assert quota.read_slice() == 1  # never zero: storage still returns one whole batch
+    quota.set_rate(None)
+    assert quota.read_slice() is None
