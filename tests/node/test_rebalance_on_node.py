@@ -8,20 +8,19 @@ out, every record intact.
 One scenario for the module (a node, a Helm release and four broker Pods are minutes of work on
 two cores): three brokers with three volumes each; one broker's disks skewed, then an
 ``intra-broker`` Rebalance (Job mode) re-planned twice and approved with the annotation; then a
-fourth broker and an ``add-brokers`` Rebalance (SparkOnKubernetes) whose inter-broker throttle is
-measured from the bytes arriving on the new broker's disks and whose phases are timed (both
-printed). The tests run in file order and build on each other.
+fourth broker and an ``add-brokers`` Rebalance (SparkOnKubernetes) under a live idempotent
+producer that must lose nothing it was told was written, its inter-broker throttle measured from
+the bytes arriving on the new broker's disks and held to the spec's rate +-10 %, its phases timed
+(both printed); then throttled moves across brokers cancelled, deleted, and carried through an
+operator Pod's deletion while in flight. The tests run in file order and build on each other.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import itertools
 import json
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from controlplane import LocalControlPlane
 from controlplane.node import cluster_dns_command
 
 from .kit import RELEASE, SYSTEM, Kit, install_spindle
+from .rebalance_kit import LiveProducer, Sampler
 
 #: The module's set-up (node, image, Helm release, brokers) counts against the first test's
 #: time limit, and each planning run starts a JVM on a shared two-core machine.
@@ -323,59 +323,8 @@ def test_intra_broker_rebalance_plans_in_a_pod_replans_when_stale_and_runs_on_th
     assert read["sha256"] == {str(p): expected_sha256(p) for p in range(SKEWED_PARTITIONS)}
 
 
-class Sampler:
-    """(seconds, bytes) of a broker's record data (``.log`` segments on its volumes, read on
-    this machine where the provisioner mounted them: what arrived, whoever reports it), every
-    0.2 s in a thread of its own while running."""
-
-    def __init__(self, s: Scenario, broker_name: str) -> None:
-        self.paths = [
-            s.kube.state_dir / "volumes" / s.kit.get("pvc", f"data-{v}-{broker_name}")["spec"]["volumeName"]
-            for v in range(3)
-        ]  # fmt: skip
-        self.samples: list[tuple[float, int]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="sampler", daemon=True)
-
-    def _bytes(self) -> int:
-        total = 0
-        for path in self.paths:
-            for f in path.rglob("*.log"):
-                with contextlib.suppress(OSError):  # a segment deleted while listed
-                    total += f.stat().st_size
-        return total
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.samples.append((time.monotonic(), self._bytes()))
-            self._stop.wait(0.2)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.samples.append((time.monotonic(), self._bytes()))
-
-    def crossing(self, level: int) -> float:
-        """When the bytes reached ``level`` (linear between the two samples around it)."""
-        for (t0, b0), (t1, b1) in itertools.pairwise(self.samples):
-            if b0 < level <= b1:
-                return t0 + (t1 - t0) * (level - b0) / (b1 - b0)
-        raise AssertionError(f"never reached {level} bytes: {self.samples[-1]}")
-
-    def rate(self) -> tuple[float, int]:
-        """Bytes per second between 10 % and 90 % of what arrived (start-up and the last
-        partition's tail left out), and the bytes that arrived."""
-        start = self.samples[0][1]
-        total = self.samples[-1][1] - start
-        lo, hi = self.crossing(start + total // 10), self.crossing(start + total * 9 // 10)
-        return (total * 9 // 10 - total // 10) / (hi - lo), total
-
-
-def test_add_brokers_rebalance_runs_spark_on_kubernetes_and_moves_under_a_throttle(
-    scenario: Scenario,
+def test_add_brokers_rebalance_runs_spark_on_kubernetes_and_moves_under_the_throttle_losing_nothing(
+    scenario: Scenario, tmp_path: Path
 ) -> None:
     s = scenario
     t0 = time.monotonic()
@@ -385,12 +334,30 @@ def test_add_brokers_rebalance_runs_spark_on_kubernetes_and_moves_under_a_thrott
         f"{NEW_BROKER} answering by name", lambda: s.client("dirs", "--brokers", "3", check=False)
     )
     s.timings["new broker Ready"] = time.monotonic() - t0
-    run_add_brokers(s)
+    live = LiveProducer(s.kube, s.bootstrap, LIVE, LIVE_PARTITIONS, tmp_path, s.wait)
+    try:
+        live.wait_acked(30, "before the rebalance")
+        run_add_brokers(s, live)
+        live.wait_acked(30, "after the moves")
+    finally:
+        report = live.finish()
+    print(f"live producer: {report['summary']}")
+    assert report["acked"] > 100, report
+    # The issue's claim: every acknowledged record is there, at the offset it was acked with.
+    assert not report["missing"], report
+    assert not report["misplaced"], report
+    # Not asserted here: a retried batch appended twice (an idempotence defect of the broker,
+    # not of the move). Seen once in three runs: 31 records of one partition appended again
+    # right after themselves, during planning, before any data moved. Printed when it happens,
+    # with librdkafka's idempotence log (``eos``) from ``live.log``.
+    if report["duplicated"] or report["out_of_order"]:
+        print("DUPLICATES (broker idempotence):", report["duplicated"], report["out_of_order"])
+        print(live.log.read_text()[-6000:])
     read = s.client("read", "--topic", SKEWED, "--partitions", str(SKEWED_PARTITIONS))
     assert read["sha256"] == {str(p): expected_sha256(p) for p in range(SKEWED_PARTITIONS)}
 
 
-def run_add_brokers(s: Scenario) -> None:
+def run_add_brokers(s: Scenario, live: LiveProducer) -> None:
     marks: dict[str, float] = {}
 
     def mark(what: str) -> None:
@@ -414,6 +381,7 @@ def run_add_brokers(s: Scenario) -> None:
 
     ready = s.wait("the grow proposal", planned, timeout=PLANNING_DEADLINE)
     mark("proposal ready")
+    live.wait_acked(30, "after planning")
     print(s.kubectl("get", "pods", "-l", "spindle.io/rebalance=grow", "-o", "wide"))
     assert ready["phase"] == "ProposalReady", ready
     assert {"submit Pod running", "driver Pod running", "executor Pod running"} <= set(marks), marks
@@ -421,8 +389,12 @@ def run_add_brokers(s: Scenario) -> None:
     assert proposal["interBrokerBytes"] > 0
     assert {m["destinationBroker"] for m in proposal["replicaMoves"]} == {3}
 
-    sampler = Sampler(s, NEW_BROKER)
+    sampler = Sampler([
+        s.kube.state_dir / "volumes" / s.kit.get("pvc", f"data-{v}-{NEW_BROKER}")["spec"]["volumeName"]
+        for v in range(3)
+    ])  # fmt: skip
     sampler.start()
+    acked_before = live.acked()
     s.kit.kube.kubectl("-n", NS, "patch", "rebalance", "grow", "--type=merge",
                        "-p", '{"spec":{"approve":true}}')  # fmt: skip
     mark("approved")
@@ -436,6 +408,7 @@ def run_add_brokers(s: Scenario) -> None:
     finally:
         sampler.stop()
     mark("completed")
+    acked_after = live.acked()
     assert final["phase"] == "Completed", final
     timings = {
         "planner Pod scheduled and running (apply -> spark-submit Pod Running)":
@@ -445,12 +418,112 @@ def run_add_brokers(s: Scenario) -> None:
         "planning (apply -> proposal in status)": marks["proposal ready"] - t0,
         "execution (approval -> Completed)": marks["completed"] - marks["approved"],
     }  # fmt: skip
-    rate, moved = sampler.rate()
+    rate, two_point, moved = sampler.rate()
     print(json.dumps({"phases_seconds": {k: round(v, 1) for k, v in timings.items()},
                       "moved_bytes": moved, "throttle_bytes_per_second": INTER_BROKER_RATE,
                       "measured_bytes_per_second": round(rate),
-                      "ratio": round(rate / INTER_BROKER_RATE, 3)}))  # fmt: skip
+                      "ratio": round(rate / INTER_BROKER_RATE, 3),
+                      "two_point_ratio": round(two_point / INTER_BROKER_RATE, 3),
+                      "acked_during_execution": acked_after - acked_before}))  # fmt: skip
     assert moved >= 0.9 * proposal["interBrokerBytes"]
-    # Not asserted: the issue's +-10% band. Measured 1.36x over a 7 MB transfer on this node
-    # (the follower's quota is checked per fetch, and a whole fetch of up to 1 MiB a partition
-    # passes before it; Spindle has no replica.fetch.max.bytes to make fetches smaller). Open.
+    # The issue's band: what arrived on the new broker's disks, against the spec's rate.
+    assert 0.9 <= rate / INTER_BROKER_RATE <= 1.1, (rate, sampler.samples)
+
+
+#: A 2 MB partition takes ~20 s to copy at this rate: each step below catches its move in
+#: flight, and the last one (which completes) costs about that long.
+SLOW = {"interBrokerBytesPerSecond": 100 * 1024}
+
+
+def placement(s: Scenario, partition: int) -> tuple[list[int], dict[int, str]]:
+    """The skewed partition's replicas (preferred leader first) and the directory of each
+    broker's replica (future replicas, marked ``*``, are not counted)."""
+    replicas: list[int] = s.client("replicas", "--topic", SKEWED, "--partitions", "0")[
+        str(partition)
+    ]
+    dirs = s.client("dirs", "--brokers", "0", "1", "2", "3")
+    where = {
+        int(b): path
+        for b, paths in dirs.items()
+        for path, held in paths.items()
+        if f"{SKEWED}-{partition}" in held
+    }
+    return replicas, where
+
+
+def start_move(s: Scenario, name: str, partition: int) -> tuple[list[int], dict[int, str]]:
+    """A throttled Reassignment moving the partition's last replica to the broker that lacks
+    it (into that broker's second directory); returns where the partition was. Returns once
+    the copy is under way and not done."""
+    replicas, where = placement(s, partition)
+    (spare,) = {0, 1, 2, 3} - set(replicas)
+    target = [*replicas[:-1], spare]
+    s.kit.apply({
+        "apiVersion": "spindle.io/v1alpha1", "kind": "Reassignment", "metadata": {"name": name},
+        "spec": {"cluster": CLUSTER, "throttle": SLOW, "partitions": [{
+            "topic": SKEWED, "partition": partition, "replicas": target,
+            "logDirs": ["any"] * (len(target) - 1) + [DIRS[1]],
+        }]},
+    })  # fmt: skip
+    s.wait(
+        f"{name} mid-move",
+        lambda: (
+            (st := s.phase_in("reassignment", name, "Moving"))
+            and 0 < int(st.get("bytesDone") or 0) < int(st.get("bytesTotal") or 1)
+        ),
+    )
+    return replicas, where
+
+
+def test_moves_across_brokers_roll_back_on_cancel_and_delete_and_survive_an_operator_restart(
+    scenario: Scenario,
+) -> None:
+    s = scenario
+    t0 = time.monotonic()
+    # Cancel mid-move: the original replicas and directories are back (KIP-236).
+    before = start_move(s, "back-out", 0)
+    s.kit.kube.kubectl("-n", NS, "patch", "reassignment", "back-out", "--type=merge",
+                       "-p", '{"spec":{"cancel":true}}')  # fmt: skip
+    done = s.wait("back-out cancelled",
+                  lambda: s.phase_in("reassignment", "back-out", "Cancelled", "Completed", "Failed"))  # fmt: skip
+    assert done["phase"] == "Cancelled", done
+    # The spare broker deletes its partial copy asynchronously (Kafka's StopReplica delete).
+    s.wait(f"{SKEWED}-0 back where it was", lambda: placement(s, 0) == before, timeout=60)
+    s.timings["cancel"] = time.monotonic() - t0
+
+    # Deleted mid-move: rolled back first (the finalizer), then gone.
+    t1 = time.monotonic()
+    before = start_move(s, "withdrawn", 1)
+    s.kit.kube.kubectl("-n", NS, "delete", "reassignment", "withdrawn", "--wait=false")
+    s.wait("withdrawn gone", lambda: not s.status("reassignment", "withdrawn"))
+    s.wait(f"{SKEWED}-1 back where it was", lambda: placement(s, 1) == before, timeout=60)
+    s.timings["delete"] = time.monotonic() - t1
+
+    # The operator's Pod deleted mid-move: its Deployment starts another, which resumes
+    # watching and starts nothing twice.
+    t2 = time.monotonic()
+    replicas, _ = start_move(s, "survivor", 2)
+    started = s.status("reassignment", "survivor")["startTime"]
+    operator = f"app.kubernetes.io/name=spindle-operator,app.kubernetes.io/instance={RELEASE}"
+    (old,) = json.loads(
+        s.kube.kubectl("-n", SYSTEM, "get", "pods", "-l", operator, "-o", "json").stdout
+    )["items"]
+    s.kube.kubectl("-n", SYSTEM, "delete", "pod", old["metadata"]["name"], "--wait=true")
+    final = s.wait("survivor done",
+                   lambda: s.phase_in("reassignment", "survivor", "Completed", "Failed", "Cancelled"))  # fmt: skip
+    assert final["phase"] == "Completed", final
+    assert final["startTime"] == started
+    assert len(s.events("survivor", "Started")) == 1
+    (new,) = json.loads(
+        s.kube.kubectl("-n", SYSTEM, "get", "pods", "-l", operator, "-o", "json").stdout
+    )["items"]
+    assert new["metadata"]["uid"] != old["metadata"]["uid"]  # another operator finished it
+    after, where = placement(s, 2)
+    (spare,) = {0, 1, 2, 3} - set(replicas)
+    assert after == [*replicas[:-1], spare]
+    assert where[spare] == DIRS[1]
+    s.timings["operator restart"] = time.monotonic() - t2
+    print(json.dumps({"mid_move_steps_seconds": {k: round(s.timings[k], 1)
+                                                 for k in ("cancel", "delete", "operator restart")}}))  # fmt: skip
+    read = s.client("read", "--topic", SKEWED, "--partitions", str(SKEWED_PARTITIONS))
+    assert read["sha256"] == {str(p): expected_sha256(p) for p in range(SKEWED_PARTITIONS)}

@@ -1,0 +1,50 @@
+"""The rebalance scenario's live producer, run as a process on the node (its network namespace,
+the cluster's DNS: see ``controlplane.node.cluster_dns_command``), talking to the test through
+files in WORKDIR:
+
+1. an idempotent acks=all producer (``tests/broker/verifiable.py``, librdkafka: the client whose
+   idempotence rides out leader changes and retries as Kafka's Java client does) writes to
+   every partition of TOPIC, its acknowledged count in ``progress.json`` every half second,
+   until the test creates ``stop``;
+2. then it checks that every acknowledged record is read back, at its offset, once and in
+   order: ``verify.json``.
+
+Usage: ``python live_producer.py BOOTSTRAP TOPIC PARTITIONS WORKDIR``
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
+
+from verifiable import VerifiableProducer, verify_consumed
+
+
+def main(bootstrap: str, topic: str, partitions: str, workdir: str) -> None:
+    work = Path(workdir)
+    producer = VerifiableProducer(bootstrap, topic, range(int(partitions)), rate=30.0).start()
+    while not (work / "stop").exists():
+        (work / "progress.tmp").write_text(json.dumps({"acked": producer.acked_count()}))
+        (work / "progress.tmp").replace(work / "progress.json")
+        time.sleep(0.5)
+    verification = verify_consumed(bootstrap, producer, timeout_s=300)
+    (work / "verify.json").write_text(
+        json.dumps(
+            {
+                "summary": str(verification),
+                "acked": verification.acked,
+                "missing": verification.missing[:20],
+                "misplaced": verification.misplaced[:20],
+                "duplicated": verification.duplicated[:20],
+                "out_of_order": verification.out_of_order[:20],
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:5])
