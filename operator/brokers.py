@@ -345,14 +345,17 @@ class LogDirClients:
     def _call(self, servers: Sequence[str], what: str, fn: Callable[[KafkaAdminClient], T]) -> T:
         """``fn`` on the connection to ``servers``, retried with backoff (the connection is
         dropped and reopened after a failure); ``BrokerUnreachable`` naming ``what`` when every
-        try failed."""
+        try failed. A ``BrokerError`` (``ClusterAdmin``'s own calls, done with their retries)
+        drops the connection too: a kept client's cluster metadata can be minutes old and miss
+        a broker that restarted meanwhile (found on the node: every drain pass failed with
+        UnknownBrokerIdError for a broker whose Pod had been replaced, until a new client)."""
         last: BaseException | None = None
         for pause in (*PROBE_BACKOFF_S, None):
             try:
                 lock, client = self._client(servers)
                 with lock:
                     return fn(client)
-            except (kafka_errors.KafkaError, OSError, KeyError, ValueError) as exc:
+            except (kafka_errors.KafkaError, OSError, KeyError, ValueError, BrokerError) as exc:
                 last = exc
                 self._drop(servers)
                 if pause is not None:

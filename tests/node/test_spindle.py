@@ -159,14 +159,20 @@ def test_a_deleted_broker_pod_comes_back_on_the_same_claims_with_its_data(
     assert holder is not None, "no broker holds orders-0 (the produce test runs first)"
     old_uid = demo.get("pod", holder)["metadata"]["uid"]
     release.kube.kubectl("delete", "pod", "-n", DEMO, holder, "--wait=true")
-    demo.wait_for(
-        lambda: (
-            demo.get("pod", holder)["metadata"]["uid"] != old_uid
-            and demo.phase(holder) == "Running"
-        ),
-        what=f"the operator to recreate Pod {holder}",
-        timeout=180,
-    )
+
+    def recreated() -> bool:
+        # Until the operator has made the new Pod there is none of that name.
+        found = release.kube.kubectl(
+            "get", "pod", "-n", DEMO, holder, "-o", "json", check=False
+        )  # fmt: skip
+        if found.returncode != 0:
+            return False
+        pod = json.loads(found.stdout)
+        return bool(
+            pod["metadata"]["uid"] != old_uid and pod.get("status", {}).get("phase") == "Running"
+        )
+
+    demo.wait_for(recreated, what=f"the operator to recreate Pod {holder}", timeout=180)
     pod = demo.get("pod", holder)
     mounted = {
         v["persistentVolumeClaim"]["claimName"]
@@ -604,7 +610,11 @@ def _drain_killing_the_operator(release: Release, target: str, held: list[dict[s
     status = demo.get("logvolume", target)["status"]
     assert status["replicaCount"] == 0
     assert status["drain"]["reassignment"] == reassignment
-    assert phase() == "Completed"
+    # The source is empty once the new replicas took over; the Reassignment finishes after
+    # (the copies' directories, the throttles removed).
+    _explained(
+        release, target, lambda: phase() == "Completed", f"Reassignment {reassignment} Completed"
+    )
     placed = on_node(release, "replicas", "--topic", "heavy", "--partitions", "0")
     assert all(0 not in placed[str(p["partition"])] for p in held), placed
     small = sum(len(p) for d, p in on_node(release, "dirs", "--brokers", "0")["0"].items()
