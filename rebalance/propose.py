@@ -116,13 +116,37 @@ def empty_proposals() -> Proposals:
 
 def ordered(rid: I64, taker: I64, score: F64, rank: I64) -> Proposals:
     """Proposals in their explicit batch order (see ``Proposals``)."""
-    o = np.lexsort((taker, score, rid, rank))
+    o = _by_runs(rid, taker, score, rank)
+    if o is None:
+        o = np.lexsort((taker, score, rid, rank))
     return Proposals(
         rid[o].astype(np.int64),
         taker[o].astype(np.int64),
         score[o].astype(np.float64),
         rank[o].astype(np.int64),
     )
+
+
+def _by_runs(rid: I64, taker: I64, score: F64, rank: I64) -> I64 | None:
+    """The batch order without sorting every proposal, when each replica's proposals come
+    as one run already in (score, taker) order, as ``_pair`` writes them: the runs sorted by
+    (rank, replica) and laid end to end. None when the input is not like that (the caller
+    sorts everything). Same order either way: (replica, taker) is unique in a batch."""
+    n = len(rid)
+    if n < 2:
+        return None
+    same = rid[1:] == rid[:-1]
+    up = (score[1:] > score[:-1]) | ((score[1:] == score[:-1]) & (taker[1:] > taker[:-1]))
+    if not (up | ~same).all() or not (rank[1:] == rank[:-1])[same].all():
+        return None
+    start = np.flatnonzero(np.concatenate(([True], ~same)))
+    heads = rid[start]
+    if heads.min() < 0 or np.bincount(heads).max() > 1:
+        return None
+    runs = np.lexsort((heads, rank[start]))
+    length = np.diff(np.append(start, n))[runs]
+    out: I64 = np.repeat(start[runs] - (np.cumsum(length) - length), length) + np.arange(n)
+    return out
 
 
 @dataclass(frozen=True)
@@ -228,8 +252,42 @@ def _pair(
     rnd: CountRound, blk: Block, idx: I64, rank: I64, members: I64, broker_rack: I64
 ) -> tuple[I64, I64, F64, I64]:
     """Candidates (rows ``idx`` of the block, current partition brokers ``members``) paired
-    with every taker: the takers' rules, the score, the best ``per_replica`` kept."""
+    with every taker: the takers' rules, the score, the best ``per_replica`` kept, by
+    (score, taker).
+
+    Takers are read in blocks, lowest score bound first (the score with no bytes added:
+    scores only grow with a replica's size), and a candidate stops reading once its
+    ``per_replica``-th best is below the next block's bound: no later taker can enter, nor
+    tie (ties go to the lower taker, which may come later). The same takers as scoring every
+    taker and sorting, for a few blocks' work per candidate instead of all takers'."""
     t = rnd.takers
+    k = rnd.per_replica
+    n = len(idx)
+    lb = taker_score(rnd.count[t], rnd.denom, rnd.b_load[t], np.zeros(len(t)), rnd.b_cap[t])
+    perm = np.argsort(lb, kind="stable")
+    best_s = np.full((n, k), np.inf)
+    best_t = np.full((n, k), np.iinfo(np.int64).max, np.int64)
+    live = np.arange(n)
+    at, width = 0, 4 * k
+    while len(live) and at < len(t):
+        cols = perm[at : at + width]
+        at, width = at + len(cols), 2 * width
+        score = _cells(rnd, blk, idx[live], members[live], broker_rack, t[cols])
+        both_s = np.concatenate([best_s[live], score], axis=1)
+        both_t = np.concatenate([best_t[live], np.broadcast_to(t[cols], score.shape)], axis=1)
+        top = np.lexsort((both_t, both_s), axis=1)[:, :k]
+        best_s[live] = np.take_along_axis(both_s, top, axis=1)
+        best_t[live] = np.take_along_axis(both_t, top, axis=1)
+        if at < len(t):
+            live = live[~(best_s[live, k - 1] < lb[perm[at]])]
+    fine = np.isfinite(best_s)
+    row = np.broadcast_to(np.arange(n)[:, None], best_s.shape)[fine]
+    return blk.rid[idx][row], best_t[fine], best_s[fine], rank[row]
+
+
+def _cells(rnd: CountRound, blk: Block, idx: I64, members: I64, broker_rack: I64, t: I64) -> F64:
+    """Candidates (rows ``idx``) x takers ``t``: the taker's score where the takers' rules
+    allow the move, inf where they do not."""
     s = blk.size[idx].astype(np.float64)[:, None]
     giver = blk.broker[idx]
     okp = t[None, :] != giver[:, None]
@@ -249,14 +307,8 @@ def _pair(
     score = taker_score(
         rnd.count[t][None, :], rnd.denom, rnd.b_load[t][None, :], s, rnd.b_cap[t][None, :]
     )
-    score = np.where(okp, score, np.inf)
-    # Best takers per replica: by (score, taker); takers are ascending, so a stable sort of
-    # the scores breaks ties by taker.
-    best = np.argsort(score, axis=1, kind="stable")[:, : rnd.per_replica]
-    top = np.take_along_axis(score, best, axis=1)
-    fine = np.isfinite(top)
-    row = np.broadcast_to(np.arange(len(idx))[:, None], best.shape)[fine]
-    return blk.rid[idx][row], t[best[fine]], top[fine], rank[row]
+    out: F64 = np.where(okp, score, np.inf)
+    return out
 
 
 def cluster_block(cluster: Cluster, rack_limit: I64) -> Block:
