@@ -148,20 +148,24 @@ def _dispose(pl: Placer, batch: Proposals, *, leaders: bool, phase: str) -> int:
     m = _Mirrors(pl, leaders=leaders, excess=phase == "excess")
     if not len(batch):
         return 0
-    rid = batch.rid.tolist()
     tak = batch.taker.tolist()
-    cuts = [0, *(np.flatnonzero(batch.rid[1:] != batch.rid[:-1]) + 1).tolist(), len(rid)]
+    cuts = np.flatnonzero(np.concatenate(([True], batch.rid[1:] != batch.rid[:-1])))
+    heads = batch.rid[cuts]
+    ends = [*cuts[1:].tolist(), len(tak)]
+    # Each replica's broker, directory, size and leadership, read once for the batch: they
+    # change only when it moves, and a moved replica is skipped.
+    rs, gs, ds = heads.tolist(), pl.cur_b[heads].tolist(), pl.cur_d[heads].tolist()
+    ss, ls = pl.size_f[heads].tolist(), pl.lead[heads].tolist()
     applied = 0
-    for k in range(len(cuts) - 1):
-        r = rid[cuts[k]]
-        if pl.moved[r] or not m.may_give(r):
+    for k, lo in enumerate(cuts.tolist()):
+        r, g, d0, s = rs[k], gs[k], ds[k], ss[k]
+        if pl.moved[r] or not m.may_give(g, d0, s):
             continue
-        t, target = m.taker(r, tak[cuts[k] : cuts[k + 1]])
+        t, target = m.taker(r, tak[lo : ends[k]], s, ls[k])
         if target < 0:
             continue
         if not pl.budget_allows(r):
             return applied
-        g, d0 = int(pl.cur_b[r]), int(pl.cur_d[r])
         pl.apply(r, target)
         applied += 1
         m.refresh((g, t), (d0, target))
@@ -207,49 +211,48 @@ class _Mirrors:
             pl._dirs_of_l = [d.tolist() for d in pl.dirs_of]
         self.dirs_of = pl._dirs_of_l
 
-    def may_give(self, r: int) -> bool:
-        """Whether replica r's broker still gives: out of band (or above the floor, for
-        deficits), its replica count above the floor for a leader move, and r's leaving
-        keeps the broker above its byte floor and r's directory above its disk floor."""
+    def may_give(self, g: int, d0: int, s: float) -> bool:
+        """Whether a replica of ``s`` bytes on broker g, directory d0, may still leave: g
+        out of band (or above the floor, for deficits), its replica count above the floor
+        for a leader move, and the replica's leaving keeps g above its byte floor and d0
+        above its disk floor."""
         pl, cnt, load, a_load = self.pl, self.cnt, self.load, self.a_load
-        g = int(pl.cur_b[r])
         if (cnt[g] <= self.hi_c) if self.excess else (cnt[g] - 1 < self.lo_c):
             return False
         if self.leaders and self.reps[g] - 1 < pl.c_lo:
             return False
-        s = float(pl.size_f[r])
         if s > load[g] - self.b_lo[g]:
             return False
-        d0 = int(pl.cur_d[r])
         floor_k = self.lo_k / max(self.a_cap[g], 1.0)
         return not (
             self.active[d0] and self.dl[d0] - s < floor_k * (a_load[g] - s) * self.total[d0]
         )
 
-    def taker(self, r: int, takers: list[int]) -> tuple[int, int]:
-        """The first of r's proposed takers, best first by the live score, with a directory
-        that may take r (``_dest_count_move``'s scalar checks and choice, on the mirrors):
-        (taker, directory), or (-1, -1)."""
+    def taker(self, r: int, takers: list[int], s: float, is_lead: bool) -> tuple[int, int]:
+        """The first of r's proposed takers (r: ``s`` bytes, leading or not), best first by
+        the live score, with a directory that may take r (``_dest_count_move``'s scalar
+        checks and choice, on the mirrors): (taker, directory), or (-1, -1)."""
         pl, cnt, load, cap, denom = self.pl, self.cnt, self.load, self.cap, self.denom
-        s = float(pl.size_f[r])
-        is_lead = bool(pl.lead[r])
-        takers.sort(key=lambda t: (taker_score(cnt[t], denom, (load[t] + s) / cap[t]), t))
         excess, lo_c, c_hi, l_hi = self.excess, self.lo_c, pl.c_hi, pl.l_hi
         b_hi, reps, leads, a_load = self.b_hi, self.reps, self.leads, self.a_load
         dl, hard, total, recv, db = self.dl, self.hard, self.total, self.recv, self.db
+        # The scalar checks first (they do not depend on the order), then the survivors by
+        # the live score: the same first taker that passes, without sorting stale proposals.
+        takers = [
+            t
+            for t in takers
+            if (excess or cnt[t] < lo_c)
+            and load[t] + s <= b_hi[t]
+            and reps[t] + 1 <= c_hi
+            and not (is_lead and leads[t] + 1 > l_hi)
+        ]
+        takers.sort(key=lambda t: (taker_score(cnt[t], denom, (load[t] + s) / cap[t]), t))
         for t in takers:
-            if not excess and cnt[t] >= lo_c:
-                continue
             t0 = time.perf_counter()
             pl._dest_n += 1
             b_after = load[t] + s
             target = -1
-            if (
-                b_after <= b_hi[t]
-                and reps[t] + 1 <= c_hi
-                and not (is_lead and leads[t] + 1 > l_hi)
-                and pl._may_join(r, t)
-            ):
+            if pl._may_join(r, t):
                 u = (a_load[t] + s) / self.a_cap_safe[t]
                 if self.by_brokers:
                     u = max(u, self.lo_util[t])
