@@ -309,17 +309,19 @@ def hard_violations(
     left = scope.evacuate[cur_dir]
     if left.any():
         problems.append(f"{int(left.sum())} replicas remain on directories that must be emptied")
-    # One replica per broker per partition.
-    key = cluster.rep_part.astype(np.int64) * cluster.n_brokers + cur_broker
-    if len(np.unique(key)) != len(key):
+    # One replica per broker per partition: each partition's brokers as a row, sorted (a
+    # partition has a few replicas; sorting rows is cheaper than a set over all of them).
+    rows = _brokers_by_partition(cluster, cur_broker)
+    rows.sort(axis=1)
+    if ((rows[:, 1:] == rows[:, :-1]) & (rows[:, 1:] >= 0)).any():
         problems.append("a broker holds two replicas of one partition")
     # No replica moves onto a broker that held its partition in the snapshot: Kafka names
     # replicas by broker, so it would run that as a reorder and fewer copies than planned.
     cross = np.flatnonzero(cur_broker != cluster.rep_broker)
     if len(cross):
-        held = cluster.rep_part.astype(np.int64) * cluster.n_brokers + cluster.rep_broker
-        onto = cluster.rep_part[cross].astype(np.int64) * cluster.n_brokers + cur_broker[cross]
-        for r in cross[np.isin(onto, held)][:5].tolist():
+        held = _brokers_by_partition(cluster, cluster.rep_broker)[cluster.rep_part[cross]]
+        onto = (held == cur_broker[cross][:, None]).any(axis=1)
+        for r in cross[onto][:5].tolist():
             p = int(cluster.rep_part[r])
             problems.append(
                 f"partition {cluster.part_topic[p]}-{int(cluster.part_num[p])}: a replica moves "
@@ -333,6 +335,16 @@ def hard_violations(
     if offline_dest.any():
         problems.append("a replica placed on an Offline directory")
     return problems
+
+
+def _brokers_by_partition(cluster: Cluster, broker: np.ndarray) -> np.ndarray:
+    """Each partition's replicas' brokers as one row (partitions x largest replication
+    factor), padded with -1."""
+    rf = np.diff(cluster.part_start)
+    out = np.full((cluster.n_partitions, max(int(rf.max(initial=0)), 1)), -1, np.int64)
+    slot = np.arange(cluster.n_replicas) - cluster.part_start[cluster.rep_part]
+    out[cluster.rep_part, slot] = broker
+    return out
 
 
 def per_broker_and_dir(
