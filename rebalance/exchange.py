@@ -127,6 +127,9 @@ class _Exchanger:
         self._last_tried: set[int] = set()
         #: Per broker: its unmoved serving leaders and followers, smallest first (``_pool``).
         self._avail: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        #: ``_count_table`` by its inputs (the goal, both brokers' replica and leader counts;
+        #: the bands do not change while exchanging): most searches repeat a few of them.
+        self._tables: dict[tuple[str, int, int, int, int], tuple[np.ndarray, np.ndarray]] = {}
 
     # ------------------------------------------------------------------ state
 
@@ -200,12 +203,13 @@ class _Exchanger:
             best: tuple[int, CountGoal | None, int] = (0, None, -1)
             for goal in goals:
                 v = self._viol(goal)
+                vl = v.tolist()
                 for b in np.argsort(-v, kind="stable").tolist():
-                    if v[b] <= 0:
+                    if vl[b] <= 0:
                         break
                     if (goal, b) not in stuck:
-                        if v[b] > best[0]:
-                            best = (int(v[b]), goal, b)
+                        if vl[b] > best[0]:
+                            best = (int(vl[b]), goal, b)
                         break
             if best[2] < 0:
                 break
@@ -232,12 +236,14 @@ class _Exchanger:
         if over:
             # Partners that could take one more and stay in band: may receive, fewest first.
             hosts = hosts[self.recv_b[hosts] & (cnt[hosts] + 1 <= hi)]
-            cand = [int(x) for x in hosts[np.argsort(cnt[hosts], kind="stable")] if x != b]
+            hosts = hosts[np.argsort(cnt[hosts], kind="stable")]
         else:
             # Partners that could give one and stay in band, most first.
             hosts = hosts[cnt[hosts] - 1 >= lo]
-            cand = [int(x) for x in hosts[np.argsort(-cnt[hosts], kind="stable")] if x != b]
-        same = [x for x in cand if self.rack[x] == self.rack[b]]
+            hosts = hosts[np.argsort(-cnt[hosts], kind="stable")]
+        hosts = hosts[hosts != b]
+        cand = hosts.tolist()
+        same = hosts[self.rack[hosts] == self.rack[b]].tolist()
         # Same-rack partners too (they trade without touching rack limits), the PARTNERS
         # nearest by count: on a large cluster a rack holds dozens of brokers, and each
         # partner tried is a full candidate search.
@@ -281,6 +287,16 @@ class _Exchanger:
         neither broker's violation of either goal may grow, and the pair's violation of the
         goal worked on must fall."""
         pl = self.pl
+        key = (
+            goal.name,
+            int(pl.b_reps[a]),
+            int(pl.b_leaders[a]),
+            int(pl.b_reps[b]),
+            int(pl.b_leaders[b]),
+        )
+        hit = self._tables.get(key)
+        if hit is not None:
+            return hit
         cls_o = np.arange(6)
         n_o_t, l_o_t = (1 + cls_o // 3)[:, None], (cls_o % 3)[:, None]
         n_i_t = (np.arange(3) > 0)[None, :].astype(np.int64)
@@ -296,6 +312,7 @@ class _Exchanger:
             ok_t &= (wa <= va) & (wb <= vb)
             fall[g.name] = va + vb - wa - wb
         ok_t &= fall[goal.name] > 0
+        self._tables[key] = (ok_t, fall[goal.name])
         return ok_t, fall[goal.name]
 
     def _best_exchange(
