@@ -130,6 +130,8 @@ class _Exchanger:
         #: ``_count_table`` by its inputs (the goal, both brokers' replica and leader counts;
         #: the bands do not change while exchanging): most searches repeat a few of them.
         self._tables: dict[tuple[str, int, int, int, int], tuple[np.ndarray, np.ndarray]] = {}
+        #: Searches that found no exchange, by goal, giver, taker and the two versions.
+        self._failed: set[tuple[str, int, int, int, int]] = set()
 
     # ------------------------------------------------------------------ state
 
@@ -259,7 +261,14 @@ class _Exchanger:
             bound = int(table[1][table[0]].max(initial=0))
             if bound <= 0 or (best is not None and bound < -best[0]):
                 continue
+            # A search reads only the two brokers (their replicas, partitions, loads and
+            # counts): one that found nothing finds nothing again until either changes.
+            key = (goal.name, giver, taker, pl.touched(giver), pl.touched(taker))
+            if key in self._failed:
+                continue
             found = self._best_exchange(giver, taker, goal, table)
+            if found is None:
+                self._failed.add(key)
             if found is not None and (best is None or found[:2] < best[:2]):
                 best = (found[0], found[1], giver, taker, found[2])
         if best is None:

@@ -124,8 +124,9 @@ class PlannerState:
         self._members0 = self._members.copy()
         self._rack_of_b = cluster.broker_rack.astype(np.int64)
         self._bad_rack = np.zeros(len(cluster.racks), bool)
-        # ``rack_open``'s cache: per broker, the version it was computed at, bumped by every
-        # move that changes a partition with a replica there (or moves one of its replicas).
+        # Per broker, a version bumped by every move that changes a partition with a replica
+        # there, moves one of its replicas or lands one on it (``touched``); ``rack_open``
+        # caches by it.
         self._ver = [0] * n_b
         self._open: dict[int, tuple[int, np.ndarray]] = {}
         self._snap_by_b: tuple[np.ndarray, np.ndarray] | None = None
@@ -215,6 +216,7 @@ class PlannerState:
         p = self._rep_part[r]
         self._ver[b0] += 1
         if b != b0:
+            self._ver[b] += 1
             for m in self._members[p].tolist():
                 if m >= 0 and m != b0:
                     self._ver[m] += 1
@@ -267,6 +269,11 @@ class PlannerState:
         rk = self._broker_rack[b]
         same = sum(1 for i, m in enumerate(members) if lo + i != r and self._broker_rack[m] == rk)
         return bool(same < self._rack_limit[p])
+
+    def touched(self, b: int) -> int:
+        """Broker b's version: it changes whenever a move changes b's loads, counts, replicas
+        or the partitions of its replicas, so a search over b alone may be remembered by it."""
+        return self._ver[b]
 
     def rack_open(self, b: int) -> np.ndarray:
         """Per rack: whether some unmoved replica of broker b may move onto a broker of that
