@@ -279,7 +279,9 @@ def test_the_operator_pod_serves_its_prometheus_metrics_behind_the_charts_servic
     release: Release,
 ) -> None:
     """The chart runs the operator with ``--metrics``; its Service says where to scrape. A
-    scrape of the Pod (the host routes the node's Pod network) shows the nine LogVolumes."""
+    scrape of the Pod (the host routes the node's Pod network) shows the demo's nine LogVolumes
+    (at least: the operator watches every namespace, and LogVolumes an earlier module of the
+    session left in a namespace still being deleted count too -- the suite found 15)."""
     service = json.loads(
         release.kube.kubectl("get", "service", "-n", SYSTEM, f"{RELEASE}-operator-metrics", "-o", "json")
         .stdout
@@ -303,7 +305,7 @@ def test_the_operator_pod_serves_its_prometheus_metrics_behind_the_charts_servic
         )
         return total if total >= 9 else None
 
-    assert release.demo.wait_for(volumes, what="nine LogVolumes in /metrics", timeout=120) == 9
+    assert release.demo.wait_for(volumes, what="nine LogVolumes in /metrics", timeout=120) >= 9
 
 
 def _set_volumes(release: Release, broker: str, volumes: list[dict[str, object]]) -> None:
