@@ -263,12 +263,20 @@ class MetadataStore:
         self._seen[key] = revision
 
     async def ensure_cluster_id(self, expected: str | None) -> str:
-        """Create the cluster id on first start; refuse a broker configured for another cluster."""
+        """Create the cluster id on first start; refuse a broker configured for another cluster.
+
+        Brokers of a new cluster start together: all may find no id and race to write one.
+        The loser's write is refused and its cache reloaded, so it adopts the winner's id
+        (and the check below still refuses a broker configured with a different one)."""
         async with self._lock:
             if self.cluster_id is None:
                 new = expected or to_kafka_str(uuid.uuid4())
-                await self._write(self._key("cluster_id"), new.encode())
-                self.cluster_id = new
+                try:
+                    await self._write(self._key("cluster_id"), new.encode())
+                    self.cluster_id = new
+                except MetadataConflict:
+                    if self.cluster_id is None:  # not a racing first write: report it
+                        raise
             if expected is not None and expected != self.cluster_id:
                 raise KafkaError(
                     f"cluster.id {expected} does not match the id {self.cluster_id} stored in "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
@@ -46,6 +47,22 @@ async def test_topics_survive_a_reload_with_the_same_id(etcd: Etcd) -> None:
         [UNASSIGNED_DIR],
     ]
     assert other.cluster_id == ctl.store.cluster_id
+    await client.close()
+
+
+async def test_brokers_starting_together_agree_on_one_cluster_id(etcd: Etcd) -> None:
+    prefix = f"/t/{uuid.uuid4().hex}"
+    client = EtcdClient([etcd.url])
+    stores = [MetadataStore(client, prefix=prefix) for _ in range(4)]
+    for store in stores:
+        await store.load()  # every one finds no id yet
+    ids = await asyncio.gather(*(store.ensure_cluster_id(None) for store in stores))
+    assert len(set(ids)) == 1
+    assert all(store.cluster_id == ids[0] for store in stores)
+    late = MetadataStore(client, prefix=prefix)
+    await late.load()
+    with pytest.raises(KafkaError, match="does not match"):
+        await late.ensure_cluster_id("AAAAAAAAAAAAAAAAAAAAAA")
     await client.close()
 
 
