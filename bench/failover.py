@@ -166,6 +166,23 @@ def _timeline(system: System) -> EtcdTimeline | None:
     return EtcdTimeline(*system.etcd) if system.etcd else None
 
 
+def _watched_stream(
+    system: System, topic: str, fault: Callable[[], None], *, settle_s: float = 0.0
+) -> tuple[EtcdTimeline | None, float, float]:
+    """``stream_through`` with Spindle's etcd timeline recording around it (Kafka's steps
+    are read from its logs afterwards): the timeline, the fault's and resumption's times."""
+    timeline = _timeline(system)
+    if timeline is not None:
+        timeline.__enter__()
+    try:
+        faulted, resumed = stream_through(system, topic, fault)
+        time.sleep(settle_s)
+    finally:
+        if timeline is not None:
+            timeline.__exit__()
+    return timeline, faulted, resumed
+
+
 def _breakdown(
     system: System,
     timeline: EtcdTimeline | None,
@@ -229,14 +246,7 @@ def failover(system: System, r: int) -> dict[str, Any]:
     victim, others = _victim(system, r)
     topic = f"failover-{r}"
     create_topic(system, topic, assignment=[[victim, *others]])
-    timeline = _timeline(system)
-    if timeline is not None:
-        timeline.__enter__()
-    try:
-        faulted, resumed = stream_through(system, topic, system.nodes[victim].kill)
-    finally:
-        if timeline is not None:
-            timeline.__exit__()
+    timeline, faulted, resumed = _watched_stream(system, topic, system.nodes[victim].kill)
     node = system.nodes[victim]
     node.launch()
     node.wait_up()
@@ -267,15 +277,10 @@ def dir_failover(system: System, r: int) -> dict[str, Any]:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{system.name}: {topic} not in broker {victim}'s directories")
         time.sleep(0.05)
-    timeline = _timeline(system)
-    if timeline is not None:
-        timeline.__enter__()
-    try:
-        faulted, resumed = stream_through(system, topic, lambda: node.fail_dir(index))
-        time.sleep(0.5)  # the victim's own log lines of the failure
-    finally:
-        if timeline is not None:
-            timeline.__exit__()
+    # settle_s: the victim's own log lines of the failure.
+    timeline, faulted, resumed = _watched_stream(
+        system, topic, lambda: node.fail_dir(index), settle_s=0.5
+    )
     parts = _breakdown(
         system,
         timeline,
