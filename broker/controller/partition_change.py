@@ -221,14 +221,17 @@ def _remove_replica(
     *,
     active: Collection[int],
     offline_dirs: Mapping[int, Collection[str]],
+    lost: bool = False,
 ) -> TopicChanges:
+    """``broker`` leaves leadership and ISR of every ``affected`` partition it holds. ``lost``:
+    its replica's directory becomes LOST too, so a replica already out of the ISR changes."""
     out: TopicChanges = {}
     for topic in topics:
         election = Election.UNCLEAN if unclean_enabled(topic) else Election.ONLINE
         for part in topic.partitions.values():
             if broker not in part.replicas or not affected(part):
                 continue
-            if broker not in part.isr and part.leader != broker:
+            if not lost and broker not in part.isr and part.leader != broker:
                 continue
             new = change_partition(
                 part,
@@ -237,6 +240,7 @@ def _remove_replica(
                 ),
                 isr=[b for b in part.isr if b != broker],
                 election=election,
+                directories={broker: LOST_DIR} if lost else None,
             )
             if new is not None:
                 out.setdefault(topic.name, {})[part.partition] = new
@@ -304,24 +308,14 @@ def on_dirs_lost(
     directory becomes ``LOST`` and they leave leadership and the ISR (the last ISR member
     stays, as everywhere here). The broker re-creates them empty in a live directory of its
     own and reports that directory; they rejoin the ISR once caught up with the leader."""
-    out: TopicChanges = {}
-    for topic in topics:
-        election = Election.UNCLEAN if unclean_enabled(topic) else Election.ONLINE
-        for part in topic.partitions.values():
-            if broker not in part.replicas or replica_dir(part, broker) not in dirs:
-                continue
-            new = change_partition(
-                part,
-                acceptable=acceptable_for(
-                    part, active=active, offline_dirs=offline_dirs, excluded=broker
-                ),
-                isr=[b for b in part.isr if b != broker],
-                election=election,
-                directories={broker: LOST_DIR},
-            )
-            if new is not None:
-                out.setdefault(topic.name, {})[part.partition] = new
-    return out
+    return _remove_replica(
+        topics,
+        broker,
+        lambda p: replica_dir(p, broker) in dirs,
+        active=active,
+        offline_dirs=offline_dirs,
+        lost=True,
+    )
 
 
 def on_broker_unfenced(
