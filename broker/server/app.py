@@ -121,6 +121,8 @@ class BrokerServer:
         await self._register(endpoint, self.logs)
         context = self._wire_services(endpoint, self.logs)
         self.apis = KafkaApis(context, registry)
+        assert self._server is not None  # bound by _listen above
+        await self._server.start_serving()
         await self._bring_up_replicas(context, self.logs)
         self._watch_directories(self.logs)
         await self._start_metrics(self.logs)
@@ -139,11 +141,16 @@ class BrokerServer:
         return await self.store.ensure_cluster_id(self.settings.cluster_id)
 
     async def _listen(self) -> Endpoint:
-        """Open the listener (connections wait for the handlers); the advertised endpoint."""
+        """Bind the listener, so the port is known to register with, without accepting yet
+        (connections are refused, as Kafka's acceptors are until its request handlers start;
+        ``start`` starts serving once the handlers exist); the advertised endpoint."""
         s = self.settings
         listener = s.listener_list[0]
         self._server = await asyncio.get_running_loop().create_server(
-            self._new_connection, host=listener.host or "0.0.0.0", port=listener.port
+            self._new_connection,
+            host=listener.host or "0.0.0.0",
+            port=listener.port,
+            start_serving=False,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         adv = s.advertised_listener_list[0]
