@@ -17,7 +17,6 @@ caller must list again.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import ssl
 from collections.abc import AsyncIterator
@@ -27,7 +26,7 @@ from urllib.parse import quote, urlencode
 
 import aiohttp
 from kubernetes import client
-from spindle.operator.kube.client import auth_headers, load_configuration
+from spindle.operator.kube.client import KubeError, auth_headers, load_configuration
 from spindle.operator.specs.names import GROUP, VERSION
 
 
@@ -68,16 +67,9 @@ WATCHED = (BROKERS, LOGVOLUMES, REASSIGNMENTS, REBALANCES)
 BY_PLURAL = {k.plural: k for k in (*WATCHED, EVENTS)}
 
 
-class ApiError(RuntimeError):
-    """A non-2xx answer, with the status code and the API server's own message."""
-
-    def __init__(self, method: str, path: str, status: int, body: str) -> None:
-        message = body
-        with contextlib.suppress(ValueError, AttributeError):
-            message = json.loads(body).get("message", body)
-        super().__init__(f"{method} {path}: HTTP {status}: {message}")
-        self.status = status
-        self.server_message = message
+class ApiError(KubeError):
+    """A non-2xx answer, with the status code and the API server's own message (the same
+    error as the operator's synchronous client raises; this one comes from aiohttp)."""
 
 
 class GoneError(ApiError):
