@@ -519,13 +519,16 @@ class ReplicaManager:
         """Report each local replica's directory (AssignReplicasToDirs): a finished move
         records its new directory; a replica in an offline directory becomes ``LOST``."""
         placement: dict[TopicPartition, str] = {}
+        lost: list[TopicPartition] = []
         for d in self.logs.describe_dirs():
             dir_id = to_kafka_str(d.directory_id) if d.directory_id else None
             for p in d.partitions:
                 if not p.is_future and dir_id:
                     placement[p.tp] = LOST_DIR if int(d.error) else dir_id
             if int(d.error) and dir_id:
-                placement.update(dict.fromkeys(self._assigned_to(dir_id), LOST_DIR))
+                lost += self._assigned_to(dir_id)
+        for tp in lost:  # unless re-homed in a live directory since (the metadata may lag)
+            placement.setdefault(tp, LOST_DIR)
         if placement:
             await self.assigner.assign_replica_dirs(self.node_id, placement)
 

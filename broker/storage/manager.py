@@ -323,6 +323,46 @@ class LogManager:
             return None
         return self._start_move(tp, dest)
 
+    def recreate_offline_replica(self, tp: TopicPartition, dest_path: str) -> ErrorCode:
+        """Spindle extension of AlterReplicaLogDirs for a replica in an offline directory: a new,
+        empty replica in ``dest_path`` (online, not cordoned) that the replica layer refetches
+        from the leader -- live, where Kafka waits for a restart (KIP-858 LOST). The old files
+        stay (nothing touches an offline directory). Idempotent. LOG_DIR_NOT_FOUND;
+        KAFKA_STORAGE_ERROR (destination offline or holding such a directory already);
+        INVALID_REPLICA_ASSIGNMENT (cordoned); REPLICA_NOT_AVAILABLE (not offline here)."""
+        dest = os.path.normpath(dest_path) if dest_path else dest_path
+        if dest not in self._dirs:
+            return ErrorCode.LOG_DIR_NOT_FOUND
+        target = os.path.join(dest, partition_dir_name(tp))
+        with self._admin_lock:
+            if not self.is_partition_offline(tp):
+                here = self._logs_dir(tp) == dest
+                return ErrorCode.NONE if here else ErrorCode.REPLICA_NOT_AVAILABLE
+            if self.failures.is_offline(dest) or os.path.lexists(target):
+                return ErrorCode.KAFKA_STORAGE_ERROR
+            if dest in self._cordoned:
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT
+            try:
+                fresh = Log.create(
+                    tp,
+                    target,
+                    dest,
+                    settings=self.settings,
+                    clock=self.clock,
+                    failures=self.failures,
+                )
+            except KafkaError as exc:
+                return exc.code
+            with self._lock:
+                old = self._logs.pop(tp, None)
+                self._logs[tp] = fresh
+                self._offline_partitions.discard(tp)
+                self._preferred.pop(tp, None)
+        if old is not None:
+            with contextlib.suppress(Exception):  # its files sit on the failed disk
+                old.close()
+        return ErrorCode.NONE
+
     def _start_move(self, tp: TopicPartition, dest: str) -> ErrorCode:
         assert self._mover is not None
         try:

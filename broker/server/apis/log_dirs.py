@@ -2,6 +2,14 @@
 
 Both act on this broker's storage only; moves run on the storage engine's mover threads, so
 AlterReplicaLogDirs answers as soon as a move has started.
+
+Spindle extension: AlterReplicaLogDirs for a replica whose directory is offline (Kafka:
+KAFKA_STORAGE_ERROR) re-homes it live -- an empty replica in the requested directory (online,
+not cordoned), recorded with the controller and refetched from the leader until it rejoins the
+ISR (:mod:`spindle.broker.replication.rehome`). Kafka gets there only by restarting the broker
+without the directory (KIP-858). Refused (KAFKA_STORAGE_ERROR) while this broker still leads
+the partition; INVALID_REPLICA_ASSIGNMENT into a cordoned directory; the reason of each
+refusal is in the broker's log.
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ from typing import Any
 from spindle.broker.common.errors import ErrorCode
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.protocol.apis import ApiKey, Request
+from spindle.broker.replication.rehome import rehome_offline_replica
 from spindle.broker.storage import LogDirDescription
 
 from ..authorizer import Operation, RequestContext, ResourceType
@@ -75,7 +84,9 @@ async def alter_replica_log_dirs(
         for t in d.topics:
             for p in t.partitions:
                 tp = TopicPartition(t.name, p)
-                if allowed:
+                if allowed and broker.logs.is_partition_offline(tp):
+                    code = await rehome_offline_replica(broker.replicas, tp, d.path)
+                elif allowed:
                     code = _change_dir(broker, tp, d.path)
                 else:
                     code = authorization_failed(ResourceType.CLUSTER)
