@@ -70,20 +70,26 @@ def describe_replicas(
     replicas: Sequence[tuple[Log, bool]],
     lives: Mapping[TopicPartition, Log],
     topics: Collection[TopicPartition] | None,
+    copying: Mapping[TopicPartition, int] | None = None,
 ) -> list[PartitionDescription]:
     """DescribeLogDirs' replicas of one directory: ``replicas`` are (log, is_future) pairs in
     it, ``lives`` every live replica (a future's lag is behind its live log; a live one's
-    behind the high watermark), ``topics`` the selection (None = all)."""
+    behind the high watermark), ``topics`` the selection (None = all), ``copying`` the bytes
+    a running move has put in each future replica's files so far (the future log counts a
+    segment only once it is whole: without this a move's size jumps to the total at its end,
+    where Kafka's DescribeLogDirs shows the future replica growing while it copies)."""
     parts = []
     for lg, is_future in replicas:
         if topics is not None and lg.tp not in topics:
             continue
         leo = lg.log_end_offset
+        size = lg.size
         if is_future:
             live = lives.get(lg.tp)
             lag = max((live.log_end_offset if live else leo) - leo, 0)
+            size = max(size, (copying or {}).get(lg.tp, 0))
         else:
             lag = max(lg.high_watermark - leo, 0)
-        parts.append(PartitionDescription(lg.tp, lg.size, lag, is_future))
+        parts.append(PartitionDescription(lg.tp, size, lag, is_future))
     parts.sort(key=lambda p: (p.tp, p.is_future))
     return parts

@@ -439,6 +439,7 @@ class LogManager:
         """Every running move with its progress (metrics, the operator's Reassignment status)."""
         with self._lock:
             pairs = [(tp, self._logs.get(tp), fut) for tp, fut in sorted(self._futures.items())]
+        copying = self._copying()
         out = []
         for tp, live, fut in pairs:
             if live is None:
@@ -448,12 +449,17 @@ class LogManager:
                     tp=tp,
                     source=live.logdir_path,
                     destination=fut.logdir_path,
-                    bytes_copied=fut.size,
+                    bytes_copied=max(fut.size, copying.get(tp, 0)),
                     bytes_total=live.size,
                     offset_lag=max(live.log_end_offset - fut.log_end_offset, 0),
                 )
             )
         return out
+
+    def _copying(self) -> dict[TopicPartition, int]:
+        """Bytes each running move has copied into its future replica (its mover's count)."""
+        jobs = self._mover.jobs() if self._mover is not None else []
+        return {job.tp: job.bytes_copied for job in jobs}
 
     def add_move_listener(self, listener: MoveListener) -> None:
         """``listener(tp, new_log_dir)`` after each completed move (on the mover thread): the
@@ -539,6 +545,7 @@ class LogManager:
             replicas = [(lg, False) for lg in self._logs.values()]
             replicas += [(lg, True) for lg in self._futures.values()]
             lives = dict(self._logs)
+        copying = self._copying()
         out: list[LogDirDescription] = []
         for path, d in self._dirs.items():
             if wanted is not None and path not in wanted:
@@ -552,7 +559,7 @@ class LogManager:
                 out.append(LogDirDescription(path, d.directory_id, error, -1, -1))
                 continue
             here = [(lg, f) for lg, f in replicas if lg.logdir_path == path]
-            parts = describe_replicas(here, lives, topics)
+            parts = describe_replicas(here, lives, topics, copying)
             out.append(LogDirDescription(path, d.directory_id, ErrorCode.NONE, *usage, parts))
         return out
 

@@ -89,6 +89,11 @@ class MoveJob:
     """How long the swap held the source partition's lock (appends and reads waited)."""
     swap_locked_flush_s: float = 0.0
     """Of that, the fsync of what arrived between the last unlocked flush and the lock."""
+    bytes_copied: int = 0
+    """Bytes of the source now in the future's files: adopted segments plus what has arrived
+    of the one being copied (whose size the future adopts only when it is whole). Written by
+    the copying thread only; read as DescribeLogDirs' size of the future replica, so that a
+    move's progress grows while it copies (Kafka reports the future log's size)."""
 
 
 class ReplicaMover:
@@ -268,6 +273,7 @@ class ReplicaMover:
         if any(b not in bases for b in have if have[b].size or len(have) > 1):
             fut.drop_segments_except(bases)
             have = {s.base_offset: s for s in fut.segment_states()}
+        job.bytes_copied = sum(s.size for s in have.values())
         copied = 0
         for state in states:
             mine = have.get(state.base_offset)
@@ -319,6 +325,7 @@ class ReplicaMover:
                 raise _Restart() from None
             pos += n
             copied += n
+            job.bytes_copied += n
             self._step("copy_progress", job.tp)
         return copied
 

@@ -344,9 +344,8 @@ class World:
 
     def wait_moving(self, name: str, *, partial: bool = False) -> dict[str, Any]:
         """Until a copy is under way (a future replica exists); with ``partial``, also until
-        some but not all bytes count as copied. Spindle's DescribeLogDirs reports a future
-        replica's size only when its copy is complete, so ``bytesDone`` grows partition by
-        partition, not within one."""
+        some but not all bytes count as copied (DescribeLogDirs reports a future replica's
+        size as it copies, so ``bytesDone`` grows within a partition too)."""
 
         def probe() -> dict[str, Any] | None:
             s = self.status(name)
