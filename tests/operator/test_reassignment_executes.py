@@ -10,7 +10,8 @@ and cleared after, every record still there; ``spec.cancel`` and deletion mid-mo
 original directories; an operator SIGKILLed mid-move resumes watching after a restart without
 submitting anything again; a Rebalance launches its planner Job (whose command is run beside the
 cluster: this control plane has no node), shows the proposal, executes it on approval as
-Reassignments under ``maxConcurrentMoves`` and completes; a Rebalance no placement can satisfy
+Reassignments under ``maxConcurrentMoves`` and completes (an approval given to a proposal that is
+then re-planned is withdrawn first); a Rebalance no placement can satisfy
 fails with the planner's reason; invalid specs are refused with a condition naming each problem
 (and the API server refuses relative directories and duplicate replicas).
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
@@ -97,6 +99,52 @@ def test_moves_run_throttled_with_progress_and_complete_with_every_record(world:
     consumer.close()
     for p in range(PARTITIONS):
         assert got[p] == [record(p, s) for s in range(RECORDS)], f"partition {p}"
+
+
+def future_size(w: World, topic: str, partition: int) -> int | None:
+    """The future replica's size as DescribeLogDirs reports it (Kafka's tool reads the same
+    field); None while there is none."""
+    for d in w.admin.describe_log_dirs(brokers=[w.broker.node_id])[0]["log_dirs"]:
+        for t in d.get("topics") or ():
+            for p in t["partitions"]:
+                if t["name"] == topic and p["partition_index"] == partition and p["is_future_key"]:
+                    return int(p["partition_size"])
+    return None
+
+
+def test_a_moving_replica_grows_in_describe_log_dirs_and_its_progress_rises_in_steps(
+    world: World,
+) -> None:
+    """One 2 MB partition at 150 KiB/s (about 14 s; the operator looks every 2 s): the future
+    replica's size grows while it copies, as in Kafka, not 0 -> total at the swap, and so do
+    the Reassignment's bytesDone and PROGRESS."""
+    w = world
+    target = w.elsewhere([0])
+    w.apply("steps", target, throttle={"intraBrokerBytesPerSecond": 150 * 1024})
+    sizes: list[int] = []  # the future replica's size in DescribeLogDirs, in sample order
+    done_bytes: list[int] = []  # the Reassignment's status.bytesDone, likewise
+    shown: set[str] = set()  # the PROGRESS column's values
+
+    def sample() -> dict[str, Any] | None:
+        size = future_size(w, TOPIC, 0)
+        if size is not None:
+            sizes.append(size)
+        status = w.status("steps")
+        if status.get("phase") == "Moving":
+            done_bytes.append(int(status.get("bytesDone") or 0))
+            shown.add(str(status.get("progress")))
+        return status if status.get("phase") in {"Completed", "Failed"} else None
+
+    final: dict[str, Any] = w.wait("steps finished", sample, timeout=180)
+    print({"sizes": sizes, "bytesDone": done_bytes, "progress": sorted(shown)})
+    assert final["phase"] == "Completed", final
+    total = int(final["bytesTotal"])
+    assert len({x for x in sizes if 0 < x < total}) >= 3, sizes
+    assert sizes == sorted(sizes), sizes  # it only grows
+    assert len({x for x in done_bytes if 0 < x < total}) >= 3, done_bytes
+    assert done_bytes == sorted(done_bytes), done_bytes
+    assert len(shown - {"0%", "100%"}) >= 2, shown
+    assert w.placement()[0] == target[0]
 
 
 def test_cancel_mid_move_restores_the_original_directories(world: World) -> None:
@@ -183,6 +231,24 @@ def test_rebalance_plans_proposes_and_executes_once_approved(world: World) -> No
     assert all(m["sourceDir"] == hot and m["destinationDir"] != hot for m in skewed)
     assert all(m["sourceBroker"] == m["destinationBroker"] == 1 for m in moves)
     assert not w.made_by("rb")  # nothing runs before approval
+
+    # An approval given to a proposal that is then planned again (here: older than its
+    # proposalTtl, in the same update) is withdrawn: the new proposal waits for its own review.
+    w.ns.kubectl("patch", "rebalance", "rb", "--type=merge", "-p", json.dumps({
+        "metadata": {"annotations": {"spindle.io/approve": "true"}},
+        "spec": {"proposalTtl": "1s"},
+    }))  # fmt: skip
+    w.wait("the approval withdrawn", lambda: w.ns.events("ApprovalWithdrawn"))
+    w.ns.kubectl("patch", "rebalance", "rb", "--type=merge", "-p", '{"spec":{"proposalTtl":"15m"}}')
+    body = w.ns.get("rebalance", "rb")
+    assert "spindle.io/approve" not in (body["metadata"].get("annotations") or {}), body
+    w.wait_phase("rb", "Planning", kind="rebalance")
+    again = w.run_planner_job("rb-plan")
+    assert again.returncode == 0, again.stderr[-3000:]
+    status = w.wait_phase("rb", "ProposalReady", kind="rebalance")
+    assert status["proposal"]["snapshotTime"] > proposal["snapshotTime"]
+    assert not w.made_by("rb")
+    moves = status["proposal"]["replicaMoves"]
 
     # What the dashboard's Approve button does: patch spec.approve.
     w.ns.kubectl("patch", "rebalance", "rb", "--type=merge", "-p", '{"spec":{"approve":true}}')
