@@ -22,6 +22,18 @@ ConfigMap). The chart ships account, Role and RoleBinding for each namespace in 
 ``planner.namespaces``: the operator may not create RoleBindings, since that would let it grant
 its own rights onward.
 
+Ownership: the Job is owned by the Rebalance; the Spark driver Pod, which spark-submit creates
+(not the Job), is owned by the Rebalance too, through a driver Pod template
+(``spark.kubernetes.driver.podTemplateFile``) holding only that owner reference. Spark keeps a
+template's metadata (``KubernetesUtils.loadPodFromTemplate`` loads the whole Pod;
+``BasicDriverFeatureStep`` edits it, adding name, labels and annotations), and itself makes the
+driver the owner of the executor Pods and of the driver's ConfigMap and Service. So deleting a
+Rebalance (background deletion, ``kubectl delete``'s default) lets the garbage collector remove
+the Job, its Pod, the driver and, through the driver, the executors. The driver's reference
+has no ``blockOwnerDeletion``: where the API server enforces it (the
+OwnerReferencesPermissionEnforcement admission plugin), setting it needs the right to update
+the Rebalance's finalizers, which the planner's account has no reason to hold.
+
 CPU: Spark asks Kubernetes for one core per driver and per executor by default, which a small
 node (two cores, brokers on it) cannot schedule. The planner asks for ``planner.resources``'
 CPU request when given, else ``DEFAULT_CPU_REQUEST``; a request is not a limit, so a planning
@@ -30,6 +42,7 @@ run still uses whatever CPU is free.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -46,10 +59,17 @@ JOB_TTL_SECONDS = 3600
 DEFAULT_CPU_REQUEST = "250m"
 
 
-#: Runs ``spark-submit "$@"``; when it fails, its output without Java stack frames becomes the
-#: Pod's termination message (what the Rebalance's condition shows): otherwise the message is
-#: the log's last lines, which for a Java failure are frames of the trace, not its cause.
+#: Where the submitting Pod writes the driver's Pod template (from ``DRIVER_TEMPLATE_ENV``):
+#: spark-submit reads the driver template in the submitting process.
+DRIVER_TEMPLATE_FILE = "/tmp/spindle-driver-pod.json"
+DRIVER_TEMPLATE_ENV = "SPINDLE_DRIVER_POD_TEMPLATE"
+
+#: Writes the driver's Pod template, then runs ``spark-submit "$@"``; when it fails, its output
+#: without Java stack frames becomes the Pod's termination message (what the Rebalance's
+#: condition shows): otherwise the message is the log's last lines, which for a Java failure
+#: are frames of the trace, not its cause.
 SUBMIT_SCRIPT = (
+    f'printf %s "${DRIVER_TEMPLATE_ENV}" > {DRIVER_TEMPLATE_FILE} || exit 1; '
     'spark-submit "$@" 2>&1 | tee /tmp/spark-submit.log; rc=${PIPESTATUS[0]}; '
     r'if [ "$rc" != 0 ]; then grep -Ev "^[[:space:]]+(at |\.\.\. )" /tmp/spark-submit.log '
     "| tail -c 2000 > /dev/termination-log; fi; exit $rc"
@@ -61,7 +81,7 @@ def plan_name(rebalance: str) -> str:
     return f"{rebalance}-plan"
 
 
-def _owner(rebalance: Mapping[str, Any]) -> Obj:
+def _owner(rebalance: Mapping[str, Any], *, block: bool = True) -> Obj:
     meta = rebalance["metadata"]
     return {
         "apiVersion": API_VERSION,
@@ -69,7 +89,18 @@ def _owner(rebalance: Mapping[str, Any]) -> Obj:
         "name": meta["name"],
         "uid": meta.get("uid", ""),
         "controller": True,
-        "blockOwnerDeletion": True,
+        "blockOwnerDeletion": block,
+    }
+
+
+def build_driver_pod_template(rebalance: Mapping[str, Any]) -> Obj:
+    """The Spark driver's Pod template: only the Rebalance as owner (see the module docstring);
+    Spark fills in everything else."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"ownerReferences": [_owner(rebalance, block=False)]},
+        "spec": {"containers": []},
     }
 
 
@@ -118,6 +149,7 @@ def build_planner_job(
     mode = planner.get("mode") or "Job"
     name = plan_name(meta["name"])
     args = planner_args(rebalance, bootstrap)
+    env: list[Obj] = []
     if mode == "SparkOnKubernetes":
         executors = int(planner.get("executors") or 1)
         labels = _labels(rebalance)
@@ -133,6 +165,7 @@ def build_planner_job(
             "spark.kubernetes.driver.request.cores": cpu,
             "spark.kubernetes.executor.request.cores": cpu,
             "spark.kubernetes.submission.waitAppCompletion": "true",
+            "spark.kubernetes.driver.podTemplateFile": DRIVER_TEMPLATE_FILE,
             "spark.executor.instances": str(executors),
             "spark.executor.memory": str(planner.get("executorMemory") or "1g"),
             "spark.driver.memory": str(planner.get("driverMemory") or "1g"),
@@ -148,6 +181,9 @@ def build_planner_job(
             f"local://{plan_job_file}",
             *args,
         ]  # fmt: skip
+        env.append(
+            {"name": DRIVER_TEMPLATE_ENV, "value": json.dumps(build_driver_pod_template(rebalance))}
+        )
     else:
         command = ["python3", "-P", "-m", PLAN_MODULE, *args, "--master", "local[*]"]
     container: Obj = {
@@ -155,7 +191,7 @@ def build_planner_job(
         "image": image,
         "imagePullPolicy": "IfNotPresent",
         "command": command,
-        "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}],
+        "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}, *env],
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     container["resources"] = dict(planner.get("resources") or {})

@@ -3,6 +3,7 @@ status, and the plan split into Reassignments under the concurrency caps."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,33 @@ def test_spark_on_kubernetes_submits_in_cluster_mode_with_the_executors_asked_fo
     assert "--master" not in command[command.index("local:///site/spindle/plan_job.py") :]
 
 
+def test_the_spark_driver_is_owned_by_the_rebalance_through_its_pod_template() -> None:
+    """spark-submit creates the driver Pod, so its owner comes from the template the submitting
+    Pod writes; the executors are the driver's (Spark's own references)."""
+    job = planner.build_planner_job(
+        rebalance(mode="add-brokers", brokers=[3], planner={"mode": "SparkOnKubernetes"}),
+        image="spindle:1", bootstrap=["b0:9092"], plan_job_file="/p.py",
+    )  # fmt: skip
+    [container] = job["spec"]["template"]["spec"]["containers"]
+    command = container["command"]
+    conf = dict(command[i + 1].split("=", 1) for i, a in enumerate(command) if a == "--conf")
+    assert conf["spark.kubernetes.driver.podTemplateFile"] == planner.DRIVER_TEMPLATE_FILE
+    env = {e["name"]: e["value"] for e in container["env"]}
+    template = json.loads(env[planner.DRIVER_TEMPLATE_ENV])
+    assert template["kind"] == "Pod"
+    [owner] = template["metadata"]["ownerReferences"]
+    assert owner == {
+        "apiVersion": "spindle.io/v1alpha1", "kind": "Rebalance", "name": "rb", "uid": "u-1",
+        "controller": True, "blockOwnerDeletion": False,
+    }  # fmt: skip
+    local = planner.build_planner_job(
+        rebalance(planner={"mode": "Job"}), image="i", bootstrap=["b"], plan_job_file="/p.py"
+    )
+    assert [e["name"] for e in local["spec"]["template"]["spec"]["containers"][0]["env"]] == [
+        "PYTHONUNBUFFERED"
+    ]
+
+
 def test_spark_pods_request_a_quarter_core_unless_the_spec_says() -> None:
     def conf_of(**planner_spec: Any) -> dict[str, str]:
         job = planner.build_planner_job(
@@ -98,14 +126,19 @@ def test_a_failed_spark_submit_leaves_its_cause_not_java_frames_as_the_pods_mess
     )
     fake.chmod(0o755)
     message = tmp_path / "termination-log"
-    script = planner.SUBMIT_SCRIPT.replace("/dev/termination-log", str(message)).replace(
-        "/tmp/spark-submit.log", str(tmp_path / "submit.log")
+    template = tmp_path / "driver-pod.json"
+    script = (
+        planner.SUBMIT_SCRIPT.replace("/dev/termination-log", str(message))
+        .replace("/tmp/spark-submit.log", str(tmp_path / "submit.log"))
+        .replace(planner.DRIVER_TEMPLATE_FILE, str(template))
     )
     done = subprocess.run(
         ["bash", "-c", script, "spark-submit", "--master", "k8s://x"],
-        env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, capture_output=True, text=True,
+        env={"PATH": f"{tmp_path}:/usr/bin:/bin", planner.DRIVER_TEMPLATE_ENV: '{"kind": "Pod"}'},
+        capture_output=True, text=True,
     )  # fmt: skip
     assert done.returncode == 3
+    assert template.read_text() == '{"kind": "Pod"}'  # written before spark-submit ran
     assert "\tat io.netty" in done.stdout  # the log keeps the whole trace
     assert message.read_text() == "Exception in thread main: forbidden networkpolicies\n"
 
