@@ -11,7 +11,12 @@ Phases and what moves a Rebalance on:
   meets) or the Pod's.
 - ``ProposalReady`` → ``Executing`` on approval (``spec.approve``, the annotation
   ``spindle.io/approve: "true"``, or ``spec.autoApprove``). A proposal older than
-  ``spec.proposalTtl`` is planned again instead (back to ``Pending``), never executed.
+  ``spec.proposalTtl``, or one whose moves' sources changed since its snapshot, is planned
+  again instead (back to ``Pending``), never executed. An approval is for the proposal it was
+  given to: when that proposal is re-planned, the operator withdraws it (``spec.approve`` set
+  false, the annotation removed, an ``ApprovalWithdrawn`` Event) and the new proposal waits
+  for its own review, as Strimzi's KafkaRebalance does with Cruise Control; only
+  ``spec.autoApprove`` carries over to the new one.
 - ``Executing``: the plan's partitions are split into batches under the concurrency caps
   (``spindle.operator.specs.proposal.batches``) and run as Reassignments ``<name>-1``,
   ``<name>-2``, ... one after another; after the last, a preferred leader election over the
@@ -188,8 +193,7 @@ def proposal_ready(ctx: Pass) -> None:
         proposal.get("snapshotTime") or ctx.stamp, "%Y-%m-%dT%H:%M:%SZ"
     ).replace(tzinfo=datetime.UTC)
     if (ctx.now - taken).total_seconds() > ttl:
-        ctx.status["phase"] = "Pending"
-        ctx.emit("Normal", "Replanning", f"the proposal is older than proposalTtl ({ttl:.0f}s)")
+        _replan(ctx, f"the proposal is older than proposalTtl ({ttl:.0f}s)")
         return
     if not ctx.approved():
         return
@@ -197,16 +201,31 @@ def proposal_ready(ctx: Pass) -> None:
     if stale is None:
         return  # brokers unreachable: the next pass asks again
     if stale:
-        ctx.status["phase"] = "Pending"
-        ctx.emit(
-            "Normal",
-            "Replanning",
-            "the cluster changed since the snapshot: " + "; ".join(stale[:5]),
-        )
+        _replan(ctx, "the cluster changed since the snapshot: " + "; ".join(stale[:5]))
         return
     ctx.status.update(approvalTime=ctx.stamp, batch=0)
     ctx.phase("Executing", "Approved", "proposal approved; executing")
     executing(ctx)
+
+
+def _replan(ctx: Pass, why: str) -> None:
+    """Back to ``Pending`` for a new plan; an approval given by hand (field or annotation) was
+    for the proposal being dropped, so it is withdrawn and the new proposal waits for review."""
+    ctx.status["phase"] = "Pending"
+    ctx.emit("Normal", "Replanning", why)
+    annotations = ctx.meta.get("annotations") or {}
+    by_annotation = APPROVE_ANNOTATION in annotations
+    if ctx.spec.get("autoApprove") or not (ctx.spec.get("approve") or by_annotation):
+        return
+    patch: dict[str, Any] = {"spec": {"approve": False}} if ctx.spec.get("approve") else {}
+    if by_annotation:
+        patch["metadata"] = {"annotations": {APPROVE_ANNOTATION: None}}
+    ctx.api.patch(REBALANCES, ctx.ns, str(ctx.meta["name"]), patch)
+    ctx.emit(
+        "Normal",
+        "ApprovalWithdrawn",
+        "the approved proposal is being planned again; review the new one and approve it",
+    )
 
 
 def _stale(ctx: Pass) -> list[str] | None:

@@ -7,12 +7,15 @@ out, every record intact.
 
 One scenario for the module (a node, a Helm release and four broker Pods are minutes of work on
 two cores): three brokers with three volumes each; one broker's disks skewed, then an
-``intra-broker`` Rebalance (Job mode) re-planned twice and approved with the annotation; then a
-fourth broker and an ``add-brokers`` Rebalance (SparkOnKubernetes) under a live idempotent
-producer that must lose nothing it was told was written, its inter-broker throttle measured from
-the bytes arriving on the new broker's disks and held to the spec's rate +-10 %, its phases timed
-(both printed); then throttled moves across brokers cancelled, deleted, and carried through an
-operator Pod's deletion while in flight. The tests run in file order and build on each other.
+``intra-broker`` Rebalance (Job mode) re-planned twice (the approval given to the stale
+proposal withdrawn) and approved again with the annotation; then a fourth broker and an
+``add-brokers`` Rebalance (SparkOnKubernetes) under a live idempotent producer that must lose
+nothing it was told was written, its inter-broker throttle measured from the bytes arriving on
+the new broker's disks and held to the spec's rate +-10 %, its phases timed (both printed); a
+SparkOnKubernetes Rebalance deleted mid-planning, its driver and executor Pods collected by
+Kubernetes' garbage collector; then throttled moves across brokers cancelled, deleted, and
+carried through an operator Pod's deletion while in flight. The tests run in file order and
+build on each other.
 """
 
 from __future__ import annotations
@@ -289,7 +292,15 @@ def test_intra_broker_rebalance_plans_in_a_pod_replans_when_stale_and_runs_on_th
            lambda: any("changed since the snapshot" in m for m in s.events("intra", "Replanning")))  # fmt: skip
     third = new_proposal(s, "intra", second["snapshotTime"])
 
-    # The annotation stands: the new proposal executes, its batches visible as Reassignments.
+    # The approval was for the proposal just dropped: withdrawn, the new one waits for review.
+    body = json.loads(s.kubectl("get", "rebalance", "intra", "-o", "json"))
+    assert "spindle.io/approve" not in (body["metadata"].get("annotations") or {}), body
+    assert body["status"]["phase"] == "ProposalReady", body["status"]
+    assert s.events("intra", "ApprovalWithdrawn")
+    assert not s.kubectl("get", "reassignments", "-l", "spindle.io/rebalance=intra", "-o", "name")
+    s.kit.kube.kubectl("-n", NS, "annotate", "rebalance", "intra", "spindle.io/approve=true")
+
+    # Approved again: the new proposal executes, its batches visible as Reassignments.
     seen: dict[str, str] = {}  # batch -> its line in `kubectl get reassignments` while Moving
 
     def finished() -> dict[str, Any] | None:
@@ -428,6 +439,40 @@ def run_add_brokers(s: Scenario, live: LiveProducer) -> None:
     assert moved >= 0.9 * proposal["interBrokerBytes"]
     # The issue's band: what arrived on the new broker's disks, against the spec's rate.
     assert 0.9 <= rate / INTER_BROKER_RATE <= 1.1, (rate, sampler.samples)
+
+
+def test_deleting_a_spark_rebalance_collects_its_driver_and_executor_pods(
+    scenario: Scenario,
+) -> None:
+    """The Spark driver Pod (created by spark-submit, not by the Job) is owned by the
+    Rebalance, the executors by the driver: ``kubectl delete rebalance`` mid-planning leaves
+    no planner Pod behind, with no help from the operator."""
+    s = scenario
+    s.kit.apply({
+        "apiVersion": "spindle.io/v1alpha1", "kind": "Rebalance", "metadata": {"name": "doomed"},
+        "spec": {"cluster": CLUSTER, "mode": "full",
+                 "planner": {"mode": "SparkOnKubernetes", "executors": 1}},
+    })  # fmt: skip
+    selector = "spindle.io/rebalance=doomed"
+
+    def roles() -> dict[str, dict[str, Any]] | None:
+        pods = {p["metadata"]["labels"].get("spark-role", "submit"): p for p in s.pods(selector)}
+        return pods if "executor" in pods else None
+
+    pods = s.wait("the doomed Rebalance's executor Pod", roles, timeout=PLANNING_DEADLINE)
+    owner = json.loads(s.kubectl("get", "rebalance", "doomed", "-o", "json"))["metadata"]
+    rebalance_uid = owner["uid"]
+    driver, executor = pods["driver"], pods["executor"]
+    print(json.dumps({role: p["metadata"].get("ownerReferences") for role, p in pods.items()}))
+    assert [(o["kind"], o["name"], o["uid"]) for o in driver["metadata"]["ownerReferences"]] == [
+        ("Rebalance", "doomed", rebalance_uid)
+    ]
+    assert [(o["kind"], o["uid"]) for o in executor["metadata"]["ownerReferences"]] == [
+        ("Pod", driver["metadata"]["uid"])
+    ]
+    s.kubectl("delete", "rebalance", "doomed", "--wait=false")
+    s.wait("every planner Pod of doomed collected", lambda: not s.pods(selector), timeout=300)
+    assert not s.kubectl("get", "jobs,configmaps", "-l", selector, "-o", "name")
 
 
 #: A 2 MB partition takes ~20 s to copy at this rate: each step below catches its move in
