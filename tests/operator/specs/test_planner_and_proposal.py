@@ -227,6 +227,15 @@ def test_batches_keep_every_cap_and_every_partition_once() -> None:
     assert [[p["partition"] for p in b] for b in out] == [[0, 1], [2]]
     out = proposal.batches(PLAN, moves, proposal.Caps(max_moves=1, per_broker=10, per_disk=10))
     assert [[p["partition"] for p in b] for b in out] == [[0], [1], [2]]
+    # Per disk 1: partitions 0 and 2 both copy from broker 2's /b.
+    out = proposal.batches(PLAN, moves, proposal.Caps(max_moves=10, per_broker=10, per_disk=1))
+    assert [[p["partition"] for p in b] for b in out] == [[0, 1], [2]]
+    # However high the caps, a Reassignment stays well inside its CRD's 5000 partitions.
+    big = {"partitions": [{**PLAN["partitions"][1], "partition": i} for i in range(2500)]}
+    out = proposal.batches(
+        big, [], proposal.Caps(max_moves=10**6, per_broker=10**6, per_disk=10**6)
+    )
+    assert [len(b) for b in out] == [proposal.MAX_BATCH_PARTITIONS] * 2 + [500]
     assert proposal.batches({"partitions": []}, [], proposal.Caps()) == []
 
 
