@@ -23,10 +23,11 @@ import logging
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import kopf
-from spindle.operator import handlers, metrics, specs
+from spindle.operator import handlers, metrics, registry, specs
 from spindle.operator.brokers import LogDirClients
 from spindle.operator.kube import BROKERS, PVCS, KubeApi, KubeError
 from spindle.operator.reconcile.remediation import Remediator
@@ -92,10 +93,32 @@ class ProbeLoop:
                 return
             # An unreachable broker is recorded for the reconcile; a bad spec it reports.
             with contextlib.suppress(BrokerUnreachable, SpecError):
-                self._memo.probe(BrokerSpec.from_body(body))
+                defaults = self._memo.get("config_defaults")
+                self._memo.probe(BrokerSpec.from_body(body, config_defaults=defaults))
             handlers.reconcile_by_name(self._memo, namespace, name, LOG, refresh=True)
         except Exception as exc:  # a probe must never stop the loop; the next one retries
             LOG.warning("refreshing Broker %s/%s failed: %s", namespace, name, exc)
+
+
+def with_directory_ids(
+    reader: registry.DirectoryIdReader, broker: BrokerSpec, reports: list[DirReport]
+) -> list[DirReport]:
+    """``reports`` with each directory's id from the broker's registration in etcd (its
+    ``spindle.etcd.endpoints``/``prefix``, see ``spindle.operator.registry``). Read after
+    DescribeLogDirs answered: a broker registers before it serves requests, so a restarted
+    broker's answer is never paired with its previous registration. An unreadable registration
+    costs only the ids (logged), never the probe; the reader backs off from an etcd that is
+    down so that a probe does not wait on it."""
+    endpoints = [
+        e.strip() for e in broker.config.get("spindle.etcd.endpoints", "").split(",") if e.strip()
+    ]
+    prefix = broker.config.get("spindle.etcd.prefix", registry.DEFAULT_PREFIX)
+    ids, error = reader.read_or_error(endpoints, prefix, broker.broker_id)
+    if error is not None:
+        LOG.warning("Broker %s/%s: directory ids unknown: %s", broker.namespace, broker.name, error)
+    if ids is None:
+        return reports
+    return [replace(r, directory_id=ids.get(r.path)) for r in reports]
 
 
 def bootstrap_servers(broker: BrokerSpec, overrides: Mapping[str, str]) -> list[str]:
@@ -113,6 +136,7 @@ def start_probes(memo: kopf.Memo, **_: Any) -> None:
     overrides: Mapping[str, str] = memo.get("bootstrap") or {}
 
     last: dict[tuple[str, str], list[DirReport] | BrokerUnreachable] = {}
+    ids = registry.DirectoryIdReader()
 
     def probe(broker: BrokerSpec) -> list[DirReport]:
         key = (broker.namespace, broker.name)
@@ -121,6 +145,7 @@ def start_probes(memo: kopf.Memo, **_: Any) -> None:
         except BrokerUnreachable as exc:
             last[key] = exc
             raise
+        reports = with_directory_ids(ids, broker, reports)
         last[key] = reports
         return reports
 

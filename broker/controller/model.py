@@ -63,13 +63,23 @@ class BrokerRegistration:
     port: int
     rack: str | None
     directories: list[str]
+    directory_paths: dict[str, str] = field(default_factory=dict)
+    """Directory id -> its ``log.dirs`` path. Spindle's addition to KIP-858's registration,
+    which carries ids only: no Kafka API pairs a directory's id with its path (DescribeLogDirs
+    has paths, no ids), and the operator names each LogVolume's ``directoryId`` from here."""
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()
 
     @classmethod
     def from_json(cls, raw: bytes) -> BrokerRegistration:
-        return cls(**json.loads(raw))
+        """Fields this version does not know (a newer broker's) are ignored, not refused:
+        brokers of two versions share the registrations during a rolling upgrade."""
+        data = json.loads(raw)
+        return cls(**{k: v for k, v in data.items() if k in _REGISTRATION_FIELDS})
+
+
+_REGISTRATION_FIELDS = frozenset(BrokerRegistration.__dataclass_fields__)
 
 
 @dataclass

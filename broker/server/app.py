@@ -159,11 +159,13 @@ class BrokerServer:
     async def _register(self, endpoint: Endpoint, logs: LogManager) -> None:
         """Register with this broker's directory ids: a session when elected, else directly."""
         s = self.settings
-        dirs = [
-            to_kafka_str(d.directory_id) for d in logs.describe_dirs(topics=[]) if d.directory_id
-        ]
+        paths = {
+            to_kafka_str(d.directory_id): d.path
+            for d in logs.describe_dirs(topics=[])
+            if d.directory_id
+        }
         registration = BrokerRegistration(
-            s.node_id, endpoint.host, endpoint.port, s.broker_rack, dirs
+            s.node_id, endpoint.host, endpoint.port, s.broker_rack, list(paths), paths
         )
         if self.cluster is None:
             await self.controller.register(registration)

@@ -63,6 +63,8 @@ def logvolume_status(
     ``state`` and ``failure`` come from ``volume_state``; a LogVolume nobody has reported on
     yet is ``Pending``. Bytes are the broker's (used = the replicas' sizes, usable and total
     from DescribeLogDirs v4); capacity falls back to the bound claim's, or its request.
+    ``directoryId`` is the one the broker registered for the directory (the report's, see
+    ``spindle.operator.registry``); when it could not be read the last one shown stays.
     ``lastProbeTime`` is rewritten at most every ``PROBE_STAMP_SECONDS`` when nothing else
     changed, so that a quiet volume does not cost a status write per probe.
     """
@@ -85,6 +87,9 @@ def logvolume_status(
         "claimPhase": pvc_status.get("phase") or "Pending",
         "totalBytes": total,
     }
+    if report is not None and report.directory_id:
+        # The registered id, offline or not: a replaced directory registers a new one.
+        status["directoryId"] = report.directory_id
     if report is not None and report.error is None:
         status["usedBytes"] = report.used_bytes
         status["replicaCount"] = report.replicas

@@ -49,6 +49,9 @@ class DirReport:
     #: (topic, partition) -> bytes of the live replicas here; futures (copies arriving) apart.
     partitions: Mapping[tuple[str, int], int] = field(default_factory=dict)
     futures: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    #: KIP-858 ``directory.id``, from the broker's registration (``spindle.operator.registry``:
+    #: DescribeLogDirs does not carry it); None when it could not be read.
+    directory_id: str | None = None
 
 
 @dataclass(frozen=True)

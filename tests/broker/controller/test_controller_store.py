@@ -122,3 +122,15 @@ def test_config_changes_set_delete_append_subtract() -> None:
     assert apply_config_changes(cfg, [ConfigChange(key, 1, None)], allowed=TOPIC_CONFIGS) == {}
     with pytest.raises(KafkaError, match="cannot be altered"):
         apply_config_changes({}, [ConfigChange("log.dirs", 0, "/x")], allowed=TOPIC_CONFIGS)
+
+
+def test_a_registration_keeps_each_directorys_path_and_reads_a_newer_brokers_record() -> None:
+    """``directory_paths`` (id -> path) survives the JSON round trip; a record with a field this
+    version does not know (a newer broker's, mid rolling upgrade) still reads."""
+    reg = BrokerRegistration(1, "h", 9092, "r", ["dirA"], {"dirA": "/var/lib/spindle/data-0"})
+    assert BrokerRegistration.from_json(reg.to_json()) == reg
+    newer = reg.to_json().replace(b'{"directories"', b'{"a_later_field": 1, "directories"')
+    assert b"a_later_field" in newer
+    assert BrokerRegistration.from_json(newer) == reg
+    older = b'{"directories": ["dirA"], "host": "h", "node_id": 1, "port": 9092, "rack": null}'
+    assert BrokerRegistration.from_json(older).directory_paths == {}

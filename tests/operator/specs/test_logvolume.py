@@ -71,3 +71,26 @@ def test_logvolume_status_lists_the_partitions_the_broker_reports_largest_first_
         evidence=Evidence(report=DirReport("/var/lib/spindle/data-0", "KafkaStorageError")),
     )  # fmt: skip
     assert "partitions" not in offline  # the last list stands until the broker reports again
+
+
+def test_logvolume_status_shows_the_registered_directory_id_even_offline_and_keeps_the_last(
+    broker: BrokerSpec,
+) -> None:
+    path = "/var/lib/spindle/data-0"
+
+    def status(report: DirReport, current: dict[str, object]) -> dict[str, object]:
+        return specs.logvolume_status(
+            broker.volumes[0], broker, current=current, pvc=None, generation=1, now="T",
+            evidence=Evidence(report=report),
+        )  # fmt: skip
+
+    online = status(
+        DirReport(path, None, total_bytes=2**30, directory_id="AAAAAAAAAAAAAAAAAAAAAQ"), {}
+    )
+    assert online["directoryId"] == "AAAAAAAAAAAAAAAAAAAAAQ"
+    failed = DirReport(path, "KafkaStorageError", directory_id="AAAAAAAAAAAAAAAAAAAAAQ")
+    assert status(failed, online)["directoryId"] == "AAAAAAAAAAAAAAAAAAAAAQ"
+    # The registration could not be read this pass: nothing is written, the last one stays.
+    assert "directoryId" not in status(DirReport(path, None, total_bytes=2**30), online)
+    replaced = DirReport(path, None, total_bytes=2**30, directory_id="BBBBBBBBBBBBBBBBBBBBBQ")
+    assert status(replaced, online)["directoryId"] == "BBBBBBBBBBBBBBBBBBBBBQ"

@@ -109,6 +109,9 @@ def scene(
                         f"{CLUSTER}={broker.bootstrap}",
                         "--probe-period",
                         "1",
+                        # Where the directory ids are: the broker's registration in etcd.
+                        "--etcd-endpoints",
+                        etcd.url,
                     ],
                     stdout=out,
                     stderr=subprocess.STDOUT,
@@ -130,6 +133,7 @@ def scene(
                         "spec": {
                             "brokerId": broker.node_id,
                             "cluster": CLUSTER,
+                            "config": {"spindle.etcd.prefix": broker.etcd_prefix},
                             "volumes": [{"id": 0, "size": "64Mi"}, {"id": 1, "size": "64Mi"}],
                         },
                     }
@@ -212,6 +216,27 @@ def test_logvolumes_show_the_brokers_real_bytes_and_replicas(
             "Reported": "True",
         }, (i, s)
     assert all(s["usedBytes"] > 0 for s in statuses)  # both directories hold replicas
+
+
+def test_each_logvolume_shows_its_directorys_id_from_meta_properties(
+    scene: Scene, wait_for: Callable[..., Any]
+) -> None:
+    """``status.directoryId`` is the KIP-858 ``directory.id`` the broker wrote into the
+    directory's ``meta.properties`` (read by the operator from the broker's registration)."""
+    written = []
+    for d in scene.dirs:
+        props = dict(
+            line.split("=", 1)
+            for line in (d / "meta.properties").read_text().splitlines()
+            if "=" in line and not line.startswith("#")
+        )
+        written.append(props["directory.id"])
+    assert len(set(written)) == 2
+    shown = wait_for(
+        lambda: ids if all(ids := [scene.lv(v).get("directoryId") for v in (0, 1)]) else None,
+        what="both LogVolumes' directoryId",
+    )
+    assert shown == written
 
 
 def test_a_cordoned_volume_takes_no_new_replicas_until_uncordoned(
