@@ -3,7 +3,13 @@ half of Kafka's ``LogManager``).
 
 - **Checkpoints.** Each directory's ``recovery-point-offset-checkpoint``,
   ``log-start-offset-checkpoint`` and ``replication-offset-checkpoint`` are written from memory,
-  one writer per directory at a time, atomically (all three files renamed into place).
+  one writer per directory at a time, atomically (all three files renamed into place). The
+  periodic recovery-point checkpoint only records where each log has been flushed (on roll,
+  by the mover before a swap, at shutdown); it flushes nothing itself, as Kafka's
+  ``checkpointLogRecoveryOffsets`` does not: fsyncing every log's tail every minute held each
+  partition's lock (which appends on the event loop wait for) for a journal commit per file,
+  tens to hundreds of milliseconds under load, and made the page cache's write-back the
+  broker's own. After a crash, start-up re-validates whatever lies past the recovery point.
 - **Retention.** Segments past ``log.retention.ms``/``log.retention.bytes`` are deleted.
 - **Schedule.** :meth:`Housekeeper.run` runs whichever task is due by the injected clock;
   with ``background`` a ``log-housekeeping`` thread calls it twice a second, otherwise tests
@@ -127,10 +133,9 @@ class Housekeeper:
         s = self._manager.settings
         if self._due("retention", now, s.log_retention_check_interval_ms):
             self.run_retention()
-        # Recovery points only move when data is flushed, so that task flushes first; the
-        # other two checkpoints just record offsets held in memory.
+        # Each records offsets held in memory (module docstring: no flush here).
         if self._due("recovery", now, s.log_flush_offset_checkpoint_interval_ms):
-            self.flush_and_checkpoint()
+            self.checkpoint_all([RECOVERY_POINT])
         if self._due("log-start", now, s.log_flush_start_offset_checkpoint_interval_ms):
             self.checkpoint_all([LOG_START_OFFSET])
         if self._due("high-watermark", now, s.replica_high_watermark_checkpoint_interval_ms):

@@ -593,7 +593,9 @@ class Log:
         """Become ``future`` (already renamed to the live name): its directory and segments.
 
         Called by the mover under this log's lock; offsets that are not in the files (log
-        start, high watermark) stay this log's.
+        start, high watermark) stay this log's. The recovery point is the future's: the bytes
+        the mover copied after its last flush are not durable yet (the swap does not fsync
+        them under the lock), so a crash must re-validate them.
         """
         for seg in self._segments:
             seg.close()
@@ -602,7 +604,7 @@ class Log:
         future.closed = True
         self.dir_path = future.dir_path
         self.logdir_path = future.logdir_path
-        self.recovery_point = self.log_end_offset
+        self.recovery_point = min(future.recovery_point, self.log_end_offset)
         self.generation += 1
 
     def rename_dir(self, new_dir: str) -> None:

@@ -11,12 +11,36 @@ so that appends and fetches on the event loop come first when the cores are busy
 chunk's write-back is started at once from the copying thread (``writeback``); the swap runs on
 one thread at the broker's own priority, since appends wait for the lock it holds:
 
-1. future caught up (same segments, same sizes) → flush it, checkpoint its directory with the
-   live log's offsets (``caught_up``)
+1. future caught up (same segments, same sizes) → its log start, high watermark and leader
+   epochs set from the live log (``caught_up``)
 2. rename live → ``topic-partition.<uuid>-delete`` (``after_live_renamed``)
 3. rename future → ``topic-partition`` (``after_future_renamed``)
 4. the live ``Log`` object adopts the future's directory and segments; ``-delete`` is deleted
    asynchronously.
+
+The lock is held from the final catch-up copy to step 4; appends wait meanwhile, and on a busy
+disk every fsync is a journal commit that can take tens to hundreds of milliseconds. So the swap
+makes durable before the lock what it can, and under it only what ordering needs. The fsyncs of
+a move, where they happen and why each is needed:
+
+- *Copy rounds, no lock:* the copied bytes (``Log.flush`` of the future: its segments and index
+  files) once a round leaves little behind, so that the future's recovery point is its log end
+  at that moment; then the destination's checkpoints (the future's recovery point, log start
+  and high watermark, which a crash after the renames promotes with it), written atomically.
+- *Under the lock, one:* the source directory after renaming live → ``-delete``. The two
+  renames are in two directories, usually two file systems, and nothing orders them on disk
+  but this fsync: without it a power loss could keep the second and lose the first, leaving
+  two live replicas of one partition.
+- *After the lock:* the destination directory after renaming future → live (a crash before
+  it is durable leaves ``-delete`` + future, which start-up promotes, so it need not hold
+  appends); then both directories' checkpoints. The ``-delete`` directory is scheduled for
+  deletion only after that.
+
+The bytes the catch-up copied under the lock (at most :data:`SWAP_UNDER_LOCK_BYTES` plus what
+arrived meanwhile) are not fsynced there: the log keeps the future's recovery point, which does
+not cover them, so after a crash start-up re-validates them as it does any unflushed tail of a
+live log (appends are never fsynced either: Kafka's durability is replication). Kafka's own
+swap (``LogManager.replaceCurrentWithFutureLog``) likewise fsyncs only the two directories.
 
 A crash between any two steps is repaired at start-up by the LogManager (seed 000, "Handle
 failure…"): live + future → resume; only future → promote; ``-delete`` → delete. ``hook`` is
@@ -88,7 +112,7 @@ class MoveJob:
     swap_locked_s: float = 0.0
     """How long the swap held the source partition's lock (appends and reads waited)."""
     swap_locked_flush_s: float = 0.0
-    """Of that, the fsync of what arrived between the last unlocked flush and the lock."""
+    """Of that, the one fsync under the lock (the source directory, after the first rename)."""
     bytes_copied: int = 0
     """Bytes of the source now in the future's files: adopted segments plus what has arrived
     of the one being copied (whose size the future adopts only when it is whole). Written by
@@ -390,6 +414,10 @@ class ReplicaMover:
         if isinstance(swapped, bool):
             return swapped
         delete_path, old_logdir = swapped
+        # The future's new name made durable, outside the lock (module docstring); before
+        # the old replica may go.
+        with manager.failures.guard(src.logdir_path, f"renaming future log of {job.tp}"):
+            fsync_dir(src.logdir_path)
         manager.schedule_delete(delete_path, old_logdir)
         manager.checkpoint_dir(old_logdir, missing_ok=True)
         manager.checkpoint_dir(src.logdir_path, missing_ok=True)
@@ -413,9 +441,6 @@ class ReplicaMover:
             return True
         try:
             fut.set_offsets_from(src)  # rewrites the epochs only if they changed meanwhile
-            flush_at = time.perf_counter()
-            fut.flush()  # only what arrived since the flush just before the lock
-            job.swap_locked_flush_s = time.perf_counter() - flush_at
             self._step("caught_up", job.tp)
             live_path = src.dir_path
             delete_path = os.path.join(
@@ -423,14 +448,16 @@ class ReplicaMover:
             )
             with failures.guard(src.logdir_path, f"renaming {live_path} for deletion"):
                 os.rename(live_path, delete_path)
+                # Orders the two renames on disk (module docstring): the only fsync here.
+                fsync_at = time.perf_counter()
                 fsync_dir(src.logdir_path)
+                job.swap_locked_flush_s = time.perf_counter() - fsync_at
             src.rename_dir(delete_path)
             self._step("after_live_renamed", job.tp)
             new_live = os.path.join(fut.logdir_path, os.path.basename(live_path))
             try:
                 with failures.guard(fut.logdir_path, f"renaming future log of {job.tp}"):
                     os.rename(fut.dir_path, new_live)
-                    fsync_dir(fut.logdir_path)
             except KafkaStorageError:
                 # The destination failed: the live replica must not stay named -delete.
                 with failures.guard(src.logdir_path, f"restoring {live_path}"):

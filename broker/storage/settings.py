@@ -43,7 +43,7 @@ class StorageSettings(KafkaSettings):
     log_flush_offset_checkpoint_interval_ms: int = Field(
         60_000,
         ge=1,
-        description="How often recovery points are flushed and checkpointed.",
+        description="How often recovery points (flushed offsets) are checkpointed.",
     )
     log_flush_start_offset_checkpoint_interval_ms: int = Field(
         60_000,

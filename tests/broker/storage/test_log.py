@@ -218,8 +218,21 @@ def test_clean_shutdown_skips_recovery_and_keeps_offsets(
     assert log2.read(8, 1000).size == 220  # served as stored: no recovery ran
 
 
-def test_housekeeping_checkpoints_offsets_that_survive_a_crash(
-    open_manager: Opener, dirs: list[str], clock: FakeClock
+def _spy_fsync(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record the path of every file or directory fsynced from now on (then really sync)."""
+    synced: list[str] = []
+    real = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    return synced
+
+
+def test_housekeeping_checkpoints_offsets_that_survive_a_crash_without_flushing_the_active_segment(
+    open_manager: Opener, dirs: list[str], clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     lm = open_manager(dirs, clock=clock, **{"log.segment.bytes": 700})
     log = lm.get_or_create_log(TP)
@@ -234,13 +247,19 @@ def test_housekeeping_checkpoints_offsets_that_survive_a_crash(
     lm.run_housekeeping()
     assert hw_file.read_text() == "0\n1\norders 0 6\n"
     assert not recovery_file.exists()
-    clock.advance(55)  # log.flush.offset.checkpoint.interval.ms: flush, then checkpoint
+    synced = _spy_fsync(monkeypatch)
+    clock.advance(55)  # log.flush.offset.checkpoint.interval.ms
     lm.run_housekeeping()
-    assert recovery_file.read_text() == "0\n1\norders 0 9\n"
+    # Kafka's recovery point: the end of the rolled (flushed) segments; the active one, 6-8,
+    # is not flushed by the checkpoint (nor is any other segment file).
+    assert recovery_file.read_text() == "0\n1\norders 0 6\n"
+    assert log.recovery_point == 6
+    assert synced  # the checkpoint files
+    assert [p for p in synced if p.startswith(log.dir_path)] == []
     crash(lm)
     log2 = open_manager(dirs, clock=clock, **{"log.segment.bytes": 700}).get_log(TP)
     assert log2 is not None
-    assert (log2.high_watermark, log2.log_end_offset) == (6, 9)
+    assert (log2.high_watermark, log2.log_end_offset) == (6, 9)  # 6-8 re-validated
 
 
 def test_deleted_log_is_renamed_then_removed_and_can_be_recreated(

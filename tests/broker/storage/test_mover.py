@@ -7,6 +7,7 @@ import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from spindle.broker.common.errors import ErrorCode, KafkaStorageError
@@ -515,3 +516,84 @@ def test_copies_run_at_low_cpu_and_io_priority_and_the_swap_at_the_brokers_own(
     assert hook.seen["after_future_renamed"][0] == swap_tid
     assert _nice(me) != MOVER_NICE  # the priority is the copy thread's, not the process's
     assert log.logdir_path == dest
+
+
+class FsyncSpy:
+    """Records every fsync (thread name, path, whether that thread held ``lock``), then syncs."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.lock: Any = None
+        self.calls: list[tuple[str, str, bool]] = []
+        real = os.fsync
+
+        def spy(fd: int) -> None:
+            owned = self.lock is not None and self.lock._is_owned()
+            path = os.readlink(f"/proc/self/fd/{fd}")
+            self.calls.append((threading.current_thread().name, path, owned))
+            real(fd)
+
+        monkeypatch.setattr(os, "fsync", spy)
+
+
+def test_the_swap_fsyncs_only_the_source_directory_while_appends_wait_for_its_lock(
+    open_manager: Opener, dirs: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lm = open_manager(dirs, **{"log.segment.bytes": 256 << 10})
+    tp = TopicPartition("swap", 0)
+    log = lm.get_or_create_log(tp)
+    _fill_padded(log, 100)
+    source, dest = log.logdir_path, next(d for d in dirs if d != log.logdir_path)
+    spy = FsyncSpy(monkeypatch)
+    spy.lock = log.lock
+    stop = threading.Event()
+
+    def producer() -> None:  # appends keep arriving, so the catch-up copies under the lock
+        i = 100
+        while not stop.is_set():
+            log.append(_tagged(i))
+            i += 1
+
+    thread = threading.Thread(target=producer, name="producer")
+    thread.start()
+    try:
+        assert lm.change_replica_dir(tp, dest) is ErrorCode.NONE
+        assert lm.await_idle(60)
+    finally:
+        stop.set()
+        thread.join()
+    assert log.logdir_path == dest
+    swap = [(path, owned) for name, path, owned in spy.calls if name.endswith("-swap_0")]
+    assert [path for path, owned in swap if owned] == [source]
+    # The destination's rename is made durable too, after the lock was released.
+    assert (dest, False) in swap
+    # Under the lock otherwise only the producer's own rolls (which flush the rolled segment).
+    assert {name for name, _, owned in spy.calls if owned and not name.endswith("-swap_0")} <= {
+        "producer"
+    }
+
+
+def test_a_swapped_log_keeps_the_futures_recovery_point_not_its_unflushed_end(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    lm = open_manager(dirs)
+    tp = TopicPartition("adopt", 0)
+    live = lm.get_or_create_log(tp)
+    _fill(live, 5)
+    future = Log.create(
+        tp,
+        os.path.join(dirs[1], "adopt-0.0-future"),
+        dirs[1],
+        settings=lm.settings,
+        clock=lm.clock,
+        failures=lm.failures,
+        is_future=True,
+    )
+    for i in range(5):
+        future.append(_tagged(i))
+        if i == 2:
+            future.flush()  # offsets 0-2 durable
+    with live.lock:
+        live.adopt(future)
+    assert (live.log_end_offset, live.recovery_point) == (5, 3)
+    live.flush()
+    assert live.recovery_point == 5
