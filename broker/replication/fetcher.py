@@ -20,6 +20,9 @@ the leader answers an epoch it never had; only then is it fetched. Each fetch ca
 partition's ``currentLeaderEpoch`` (the leader fences a stale one) and ``lastFetchedEpoch``; a
 ``divergingEpoch`` in the answer truncates the same way. A replica with no epochs at all (data
 written before leaders stamped them) truncates to its high watermark, the rule before KIP-101.
+
+What a follower appends and every cut of its log are told to a :class:`ReplicaListener` (the
+replica manager keeps the idempotent producers' state from them, as a Kafka follower does).
 """
 
 from __future__ import annotations
@@ -93,6 +96,24 @@ class FetchPacer(Protocol):
     def now(self) -> float: ...
 
 
+class ReplicaListener(Protocol):
+    """Told of every change the fetcher makes to a followed replica's log."""
+
+    def replicated(self, tp: TopicPartition, records: bytes) -> None:
+        """``records`` (whole batches, the leader's offsets) were appended to ``tp``."""
+
+    def truncated(self, tp: TopicPartition, replica: Log) -> None:
+        """``replica``'s log lost its tail, or was emptied to start at the leader's log start."""
+
+
+class _Unheard:
+    def replicated(self, tp: TopicPartition, records: bytes) -> None:
+        return None
+
+    def truncated(self, tp: TopicPartition, replica: Log) -> None:
+        return None
+
+
 class Unthrottled:
     """No replication throttle."""
 
@@ -157,9 +178,11 @@ class ReplicaFetcher:
         logs: LogManager,
         settings: FetchSettings,
         pacer: FetchPacer | None = None,
+        listener: ReplicaListener | None = None,
     ) -> None:
         self.node_id = node_id
         self.leader_id = leader_id
+        self._listener: ReplicaListener = listener or _Unheard()
         self._endpoint = endpoint
         self._logs = logs
         self._settings = settings
@@ -252,7 +275,10 @@ class ReplicaFetcher:
         diverging = getattr(p, "diverging_epoch", None)  # Fetch v12+
         if diverging is not None and diverging.end_offset >= 0:
             answer = (diverging.epoch, diverging.end_offset)
-            if not truncate_to_leader(tp, replica, answer, self.leader_id):
+            end = replica.log_end_offset
+            done = truncate_to_leader(tp, replica, answer, self.leader_id)
+            self._cut(tp, replica, end)
+            if not done:
                 self.truncating.add(tp)
             return
         records = whole_batches(bytes(p.records or b""))
@@ -264,6 +290,7 @@ class ReplicaFetcher:
                 # only this partition stops; the others from this leader go on.
                 log.warning("%s: cannot append what %d sent: %s", tp, self.leader_id, exc)
                 return
+            self._listener.replicated(tp, records)
             self.fetched_bytes += len(records)
             self._pacer.fetched(tp, len(records), sent_at)
         replica.high_watermark = min(p.high_watermark, replica.log_end_offset)
@@ -284,8 +311,14 @@ class ReplicaFetcher:
                 replica.truncate_fully_and_start_at(leader_log_start)
             except KafkaStorageError as exc:
                 log.warning("%s: cannot start over at %d: %s", tp, leader_log_start, exc)
+            self._listener.truncated(tp, replica)
         else:
             self.truncating.add(tp)
+
+    def _cut(self, tp: TopicPartition, replica: Log, end_before: int) -> None:
+        """After one of :mod:`.truncation`'s cuts: tell the listener if the log lost a tail."""
+        if replica.log_end_offset < end_before:
+            self._listener.truncated(tp, replica)
 
     def _epoch_asks(self) -> dict[TopicPartition, tuple[int, int]]:
         """What to ask the leader for the partitions still truncating: partition -> (current
@@ -299,8 +332,10 @@ class ReplicaFetcher:
             elif self._logs.is_partition_offline(tp):
                 continue  # its directory failed: neither asked for nor fetched
             elif _latest_epoch(replica) == NO_EPOCH:
+                end = replica.log_end_offset
                 if truncate_without_epochs(tp, replica):
                     self.truncating.discard(tp)
+                self._cut(tp, replica, end)
             else:
                 asks[tp] = (self.epochs.get(tp, NO_EPOCH), _latest_epoch(replica))
         return asks
@@ -324,8 +359,11 @@ class ReplicaFetcher:
                     self.leader_id,
                     code,
                 )
-            elif truncate_to_leader(tp, replica, answer, self.leader_id):
-                self.truncating.discard(tp)
+            else:
+                end = replica.log_end_offset
+                if truncate_to_leader(tp, replica, answer, self.leader_id):
+                    self.truncating.discard(tp)
+                self._cut(tp, replica, end)
 
     async def _round(
         self,
@@ -407,12 +445,14 @@ class FetcherManager:
         logs: LogManager,
         settings: FetchSettings | None = None,
         pacer: FetchPacer | None = None,
+        listener: ReplicaListener | None = None,
     ) -> None:
         self.node_id = node_id
         self._endpoint = endpoint
         self._logs = logs
         self._settings = settings or FetchSettings()
         self._pacer = pacer
+        self._listener = listener
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
 
@@ -441,6 +481,7 @@ class FetcherManager:
                     logs=self._logs,
                     settings=self._settings,
                     pacer=self._pacer,
+                    listener=self._listener,
                 )
                 self.fetchers[leader] = fetcher
                 self._tasks[leader] = asyncio.create_task(fetcher.run())

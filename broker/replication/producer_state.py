@@ -1,6 +1,7 @@
 """Idempotent-producer sequence checks, per partition and producer id (Kafka's
 ``ProducerStateManager``/``ProducerAppendInfo``, reduced to what a non-transactional producer
-needs). Pure bookkeeping: no I/O, not thread-safe (used from the event loop only).
+needs). Bookkeeping on the event loop only (not thread-safe); the one read of a log is
+:meth:`ProducerStateTable.rebuild`.
 
 Rules, as Kafka applies them to one batch with producer id P, epoch E, sequences [s, t]:
 
@@ -11,9 +12,17 @@ Rules, as Kafka applies them to one batch with producer id P, epoch E, sequences
 - otherwise s must follow the last sequence (t_last + 1, wrapping after int32 max), else
   OUT_OF_ORDER_SEQUENCE_NUMBER.
 - P unknown here (a new producer, or one whose batches lie beyond the tail the broker reads
-  at start-up): accepted as the start of P. At start-up the broker replays the last batches of
-  every log into this table (``ReplicaManager.load_producer_state``), as Kafka rebuilds its
-  producer state from the log, so retries across a restart are still recognised.
+  at start-up): accepted as the start of P.
+
+The table follows every replica's log, leader or follower, as Kafka's producer state does:
+the leader records what it appends, a follower what it replicates (:meth:`record_batches`,
+Kafka's appends with origin REPLICATION, which are not checked), and a truncated log -- a
+follower cutting a divergent tail (KIP-101/279) or starting over at the leader's log start --
+is read again (:meth:`rebuild`, Kafka's ``rebuildProducerState`` after ``truncateTo``). So a
+replica that becomes leader, by whatever sequence of metadata changes, already knows every
+batch in its log: a producer retrying a batch the old leader wrote gets it answered as a
+duplicate, and a batch truncated away is not. At start-up the tail of every log is read the
+same way.
 """
 
 from __future__ import annotations
@@ -23,6 +32,8 @@ from dataclasses import dataclass, field
 
 from spindle.broker.common.errors import ErrorCode, KafkaError
 from spindle.broker.common.ids import TopicPartition
+from spindle.broker.records.batch import BatchHeader, iter_batches
+from spindle.broker.storage import Log
 
 INT32_MAX = (1 << 31) - 1
 NO_PRODUCER_ID = -1
@@ -122,6 +133,48 @@ class ProducerStateTable:
         entry.batches.append(
             BatchMeta(first_seq, _last_seq(first_seq, record_count), base_offset, last_offset)
         )
+
+    def record_batches(self, tp: TopicPartition, records: bytes | bytearray | memoryview) -> int:
+        """Remember every idempotent batch in ``records`` (whole v2 batches that already carry
+        their offsets, as a follower appends them); returns the batches seen."""
+        seen = 0
+        for h in iter_batches(records, check_crc=False):
+            self._remember(tp, h)
+            seen += 1
+        return seen
+
+    def _remember(self, tp: TopicPartition, h: BatchHeader) -> None:
+        if h.producer_id >= 0 and not h.is_control:
+            self.record(
+                tp,
+                h.producer_id,
+                h.producer_epoch,
+                h.base_sequence,
+                h.record_count,
+                h.base_offset,
+                h.last_offset,
+            )
+
+    def rebuild(self, tp: TopicPartition, partition_log: Log, *, tail_offsets: int = 20_000) -> int:
+        """Forget ``tp``'s producers and read them again from the last ``tail_offsets``
+        offsets of its log (Kafka reads snapshots and the log after them); returns the
+        batches seen. Raises KafkaError if the log cannot be read."""
+        self.forget_partition(tp)
+        seen = 0
+        offset = max(partition_log.log_start_offset, partition_log.log_end_offset - tail_offsets)
+        end = partition_log.log_end_offset
+        while offset < end:
+            chunk = partition_log.read(offset, 4 << 20)
+            if not chunk.records:
+                break
+            before = seen
+            for h in iter_batches(chunk.records, check_crc=False):
+                self._remember(tp, h)
+                seen += 1
+                offset = h.next_offset
+            if seen == before:
+                break
+        return seen
 
     def forget_partition(self, tp: TopicPartition) -> None:
         for key in [k for k in self._entries if k[0] == tp]:

@@ -28,7 +28,7 @@ from spindle.broker.common.clock import Clock, SystemClock
 from spindle.broker.common.errors import ErrorCode, KafkaError
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.common.kafka_uuid import LOST_DIR, to_kafka_str
-from spindle.broker.records.batch import iter_batches, parse_header
+from spindle.broker.records.batch import parse_header
 from spindle.broker.storage import Log, LogManager
 
 from .fetcher import FetcherManager
@@ -91,6 +91,7 @@ class ReplicaManager:
             endpoint=endpoints or (lambda _b: None),
             logs=logs,
             pacer=FollowerPacer(self),
+            listener=ProducerStateFollower(self.producers),
         )
         self.roles = PartitionRoles(
             node_id=node_id,
@@ -99,7 +100,6 @@ class ReplicaManager:
             isr_writer=isr_writer,
             clock=clock,
             lag_max_s=replica_lag_time_max_ms / 1000,
-            on_become_leader=self._rebuild_producer_state,
         )
 
     # --- start-up --------------------------------------------------------------------------
@@ -124,16 +124,6 @@ class ReplicaManager:
         self.apply_dynamic_broker_configs()
         self.roles.apply(self._partitions())
 
-    def _rebuild_producer_state(self, tp: TopicPartition, partition_log: Log) -> None:
-        """A replica becomes leader: its idempotent-producer state comes from its log (the
-        batches it fetched carry the producers' ids and sequences), so a producer retrying a
-        batch the old leader acked gets it recognised as a duplicate here too."""
-        self.producers.forget_partition(tp)
-        try:
-            self.load_producer_state(tp, partition_log)
-        except KafkaError as exc:
-            log.warning("cannot rebuild producer state of %s: %s", tp, exc)
-
     def _sole_replica(self, tp: TopicPartition) -> bool:
         topic = self.metadata.topics.get(tp.topic)
         part = topic.partitions.get(tp.partition) if topic else None
@@ -146,33 +136,11 @@ class ReplicaManager:
         """Stop fetching from leaders."""
         await self.fetchers.close()
 
-    def load_producer_state(
-        self, tp: TopicPartition, partition_log: Log, *, tail_offsets: int = 20_000
-    ) -> int:
-        """Rebuild idempotent-producer state from the tail of a log (Kafka rebuilds it from
+    def load_producer_state(self, tp: TopicPartition, partition_log: Log) -> int:
+        """Read idempotent-producer state from the tail of a log (Kafka rebuilds it from
         snapshots and the log at start-up), so a producer retrying across a broker restart
         still gets its duplicates dropped and its gaps refused. Returns batches seen."""
-        seen = 0
-        offset = max(partition_log.log_start_offset, partition_log.log_end_offset - tail_offsets)
-        end = partition_log.log_end_offset
-        while offset < end:
-            chunk = partition_log.read(offset, 4 << 20)
-            if not chunk.records:
-                break
-            for h in iter_batches(chunk.records, check_crc=False):
-                if h.producer_id >= 0 and not h.is_control:
-                    self.producers.record(
-                        tp,
-                        h.producer_id,
-                        h.producer_epoch,
-                        h.base_sequence,
-                        h.record_count,
-                        h.base_offset,
-                        h.last_offset,
-                    )
-                seen += 1
-                offset = h.next_offset
-        return seen
+        return self.producers.rebuild(tp, partition_log)
 
     # --- replicas from metadata ------------------------------------------------------------
 
@@ -303,17 +271,29 @@ class ReplicaManager:
         self, ends: Mapping[TopicPartition, int], timeout_s: float
     ) -> dict[TopicPartition, KafkaError]:
         """acks=all: wait until each partition's high watermark reaches its end offset in
-        ``ends``. Returns the failures: REQUEST_TIMED_OUT for those still short after
-        ``timeout_s``; NOT_ENOUGH_REPLICAS_AFTER_APPEND for those committed by an ISR that
-        had shrunk below ``min.insync.replicas`` meanwhile (Kafka's DelayedProduce check)."""
+        ``ends`` (call it right after the appends: their leader epochs are read at once).
+        Returns the failures: REQUEST_TIMED_OUT for those still short after ``timeout_s``;
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND for those committed by an ISR that had shrunk below
+        ``min.insync.replicas`` meanwhile; NOT_LEADER_OR_FOLLOWER as soon as this broker no
+        longer leads a partition at the epoch it appended in -- Kafka's DelayedProduce
+        check, which a broker that becomes follower completes at once. Without it a demoted
+        leader would answer success once its follower high watermark passed the end, for
+        records its truncation may have removed."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         failed: dict[TopicPartition, KafkaError] = {}
         pending = dict(ends)
+        epochs = {tp: self._led_epoch(tp) for tp in ends}
         while True:
             for tp, end in list(pending.items()):
                 found = self.logs.get_log(tp)
-                if found is not None and found.high_watermark >= end:
+                if epochs[tp] is None or self._led_epoch(tp) != epochs[tp]:
+                    del pending[tp]
+                    failed[tp] = KafkaError(
+                        f"broker {self.node_id} no longer leads {tp} at leader epoch {epochs[tp]}",
+                        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    )
+                elif found is not None and found.high_watermark >= end:
                     del pending[tp]
                     shortfall = self._isr_shortfall(tp)
                     if shortfall is not None:
@@ -330,6 +310,11 @@ class ReplicaManager:
                 ErrorCode.REQUEST_TIMED_OUT,
             )
         return failed
+
+    def _led_epoch(self, tp: TopicPartition) -> int | None:
+        """The leader epoch this broker leads ``tp`` at, or None if it does not lead it."""
+        state = self.roles.leaders.get(tp)
+        return None if state is None else state.leader_epoch
 
     def fetch_log(
         self,
@@ -543,6 +528,26 @@ class ReplicaManager:
                 ):
                     out.append(TopicPartition(topic.name, part.partition))
         return out
+
+
+class ProducerStateFollower:
+    """A follower's idempotent-producer state follows what its fetcher does to the log (the
+    fetcher's :class:`~.fetcher.ReplicaListener`): replicated batches are recorded, a cut log
+    is read again -- Kafka's follower appends with origin REPLICATION, and its producer-state
+    rebuild after ``truncateTo``."""
+
+    def __init__(self, producers: ProducerStateTable) -> None:
+        self._producers = producers
+
+    def replicated(self, tp: TopicPartition, records: bytes) -> None:
+        self._producers.record_batches(tp, records)
+
+    def truncated(self, tp: TopicPartition, replica: Log) -> None:
+        try:
+            self._producers.rebuild(tp, replica)
+        except KafkaError as exc:  # its directory failed: the replica goes offline
+            self._producers.forget_partition(tp)
+            log.warning("cannot rebuild producer state of %s: %s", tp, exc)
 
 
 class FollowerPacer:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Protocol
 
 from spindle.broker.common.clock import Clock
@@ -55,7 +55,6 @@ class PartitionRoles:
         isr_writer: IsrWriter | None,
         clock: Clock,
         lag_max_s: float = 30.0,
-        on_become_leader: Callable[[TopicPartition, Log], None] | None = None,
     ) -> None:
         self.node_id = node_id
         self.logs = logs
@@ -63,7 +62,6 @@ class PartitionRoles:
         self.isr_writer = isr_writer
         self.clock = clock
         self.lag_max_s = lag_max_s
-        self._on_become_leader = on_become_leader
         self.leaders: dict[TopicPartition, LeaderState] = {}
         self._follow_epochs: dict[TopicPartition, int] = {}
         self._pending: set[TopicPartition] = set()
@@ -96,11 +94,8 @@ class PartitionRoles:
     def _lead(self, tp: TopicPartition, part: PartitionView, replica: Log, now: float) -> None:
         state = self.leaders.get(tp)
         if state is None or state.leader_epoch != part.leader_epoch:
-            # Taking over from another leader (this broker followed, or led at an older
-            # epoch): what it knows of producers came from elsewhere, so rebuild it from the
-            # replicated log (Kafka rebuilds producer state on becoming leader).
-            if (state is not None or tp in self._follow_epochs) and self._on_become_leader:
-                self._on_become_leader(tp, replica)
+            # Nothing to rebuild: the idempotent producers' state already follows this
+            # replica's log, whatever it appended or replicated (see .producer_state).
             try:
                 replica.assign_leader_epoch(part.leader_epoch)
             except KafkaError as exc:  # its directory failed: the controller moves leadership

@@ -1,0 +1,194 @@
+"""A replica's idempotent-producer state follows its log, leader or follower (Kafka's
+``ProducerStateManager``: followers update it from replicated batches, a truncation rebuilds
+it), and an acks=all wait ends with NOT_LEADER_OR_FOLLOWER when the broker stops leading.
+
+Real storage (a LogManager on a temporary directory) and the real fetcher path (a fetch
+response handed to the follower's ``_apply``); the metadata is a plain object the test
+changes, as the etcd watch would, so the order of leadership changes is exact: a follower
+that sees its partition leaderless before it is elected never passes through "follower
+becomes leader" -- the only moment the broker used to read producer state back from the
+log, so such a leader accepted a retry of a batch it had replicated as new data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from spindle.broker.common.errors import ErrorCode
+from spindle.broker.common.ids import TopicPartition
+from spindle.broker.records.batch import build_batch
+from spindle.broker.replication.producer_state import DuplicateBatch
+from spindle.broker.replication.replica_manager import ReplicaManager
+from spindle.broker.storage import LogManager, StorageSettings
+
+TP = TopicPartition("t", 0)
+PID = 7
+ME, OTHER = 2, 1
+
+
+@dataclass
+class Part:
+    partition: int
+    replicas: list[int]
+    directories: list[str]
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+
+
+@dataclass
+class Topic:
+    name: str
+    partitions: dict[int, Part]
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Metadata:
+    topics: dict[str, Topic]
+    cluster_id: str | None = "c"
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    async def load(self) -> None:
+        return None
+
+
+class Assigner:
+    async def assign_replica_dirs(
+        self, node_id: int, assignments: Mapping[TopicPartition, str]
+    ) -> None:
+        return None
+
+
+def _batch(seq: int, value: bytes, *, offset: int = 0, epoch: int = 0) -> bytes:
+    return build_batch(
+        [value],
+        base_offset=offset,
+        producer_id=PID,
+        producer_epoch=0,
+        base_sequence=seq,
+        partition_leader_epoch=epoch,
+    )
+
+
+def _response(
+    records: bytes = b"", hw: int = 0, diverging: tuple[int, int] | None = None
+) -> SimpleNamespace:
+    part = SimpleNamespace(
+        partition_index=0,
+        error_code=0,
+        records=records,
+        high_watermark=hw,
+        diverging_epoch=(
+            None
+            if diverging is None
+            else SimpleNamespace(epoch=diverging[0], end_offset=diverging[1])
+        ),
+    )
+    return SimpleNamespace(responses=[SimpleNamespace(topic="t", partitions=[part])])
+
+
+@pytest.fixture
+def logs(tmp_path: Path) -> Iterator[LogManager]:
+    settings = StorageSettings.model_validate({"log.dirs": [str(tmp_path / "d0")]})
+    manager = LogManager.open(settings, cluster_id="c", node_id=ME, background=False)
+    try:
+        yield manager
+    finally:
+        manager.close()
+
+
+def _metadata(leader: int, epoch: int) -> Metadata:
+    part = Part(0, [OTHER, ME], ["", ""], leader, epoch, [OTHER, ME])
+    return Metadata({"t": Topic("t", {0: part})})
+
+
+async def _lead_after_leaderless_spell(replicas: ReplicaManager, md: Metadata, epoch: int) -> None:
+    """The partition loses its leader (both replicas fenced, say), then this broker is
+    elected: two metadata changes, applied in order."""
+    part = md.topics["t"].partitions[0]
+    part.leader, part.leader_epoch = -1, epoch
+    await replicas.apply_metadata()
+    part.leader, part.leader_epoch = ME, epoch + 1
+    await replicas.apply_metadata()
+    assert TP in replicas.roles.leaders
+
+
+async def test_a_new_leader_answers_a_retry_of_a_batch_it_replicated_as_a_duplicate(
+    logs: LogManager,
+) -> None:
+    md = _metadata(leader=OTHER, epoch=0)
+    replicas = ReplicaManager(
+        node_id=ME, logs=logs, metadata=md, assigner=Assigner(), static_configs={}
+    )
+    await replicas.start()
+    try:
+        batch = _batch(0, b"first")
+        replicas.fetchers.fetchers[OTHER]._apply(_response(batch, hw=1))
+        replica = logs.get_log(TP)
+        assert replica is not None
+        assert replica.log_end_offset == 1
+
+        await _lead_after_leaderless_spell(replicas, md, epoch=1)
+        with pytest.raises(DuplicateBatch) as dup:
+            replicas.append(TP, batch)  # the producer's retry, now sent to this broker
+        assert (dup.value.meta.base_offset, dup.value.meta.last_offset) == (0, 0)
+        assert replica.log_end_offset == 1
+        # The next batch follows on, in sequence.
+        base, _ = replicas.append(TP, _batch(1, b"second"))
+        assert base == 1
+    finally:
+        await replicas.close()
+
+
+async def test_a_truncated_follower_forgets_the_batches_it_cut(logs: LogManager) -> None:
+    # This broker led epoch 0 and wrote sequences 0 and 1; only sequence 0 was committed.
+    replica = logs.get_or_create_log(TP)
+    replica.append(_batch(0, b"kept"), leader_epoch=0)
+    replica.append(_batch(1, b"lost"), leader_epoch=0)
+    replica.high_watermark = 1
+    md = _metadata(leader=OTHER, epoch=1)
+    replicas = ReplicaManager(
+        node_id=ME, logs=logs, metadata=md, assigner=Assigner(), static_configs={}
+    )
+    await replicas.start()
+    try:
+        # The new leader ended epoch 0 at offset 1: the follower cuts sequence 1 away.
+        replicas.fetchers.fetchers[OTHER]._apply(_response(diverging=(0, 1)))
+        assert replica.log_end_offset == 1
+
+        await _lead_after_leaderless_spell(replicas, md, epoch=2)
+        # The producer never had sequence 1 acknowledged and sends it again: it is new data
+        # here, not a duplicate of offset 1 (which no longer holds it).
+        base, _ = replicas.append(TP, _batch(1, b"lost, sent again"))
+        assert base == 1
+        assert replica.log_end_offset == 2
+    finally:
+        await replicas.close()
+
+
+async def test_an_acks_all_wait_ends_with_not_leader_when_the_broker_stops_leading(
+    logs: LogManager,
+) -> None:
+    md = _metadata(leader=ME, epoch=0)
+    replicas = ReplicaManager(
+        node_id=ME, logs=logs, metadata=md, assigner=Assigner(), static_configs={}
+    )
+    await replicas.start()
+    try:
+        replicas.append(TP, _batch(0, b"uncommitted"))  # the follower never fetches it
+        wait = asyncio.create_task(replicas.wait_committed({TP: 1}, timeout_s=60))
+        await asyncio.sleep(0.05)
+        assert not wait.done()
+        part = md.topics["t"].partitions[0]
+        part.leader, part.leader_epoch = OTHER, 1  # leadership moved away
+        await replicas.apply_metadata()
+        failed = await asyncio.wait_for(wait, 10)
+        assert failed[TP].code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    finally:
+        await replicas.close()
