@@ -1,16 +1,21 @@
 """The chart's etcd: one member or three (a StatefulSet whose members find each other through a
 headless Service), or the endpoints of an existing etcd; either way the operator is started with
-the brokers' etcd client URLs (``--etcd-endpoints``). Rendered with ``helm template``."""
+the brokers' etcd client URLs (``--etcd-endpoints``). Rendered with ``helm template``; an upgrade
+from an older chart's etcd is tried against the real API server."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from controlplane import Binaries
+from controlplane import Binaries, LocalControlPlane
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "spindle"
 
@@ -105,3 +110,61 @@ def test_helm_lint_strict_passes_for_each_etcd_shape() -> None:
             [str(helm), "lint", "--strict", str(CHART), *values], capture_output=True, text=True
         )
         assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def older_chart(tmp: Path) -> Path:
+    """This chart as charts before the headless peers Service made it: the etcd StatefulSet
+    governed by the client Service ``<release>-etcd`` (350fd82)."""
+    old = tmp / "spindle"
+    shutil.copytree(CHART, old)
+    template = old / "templates" / "etcd.yaml"
+    text = template.read_text()
+    assert "  serviceName: {{ $peers }}\n" in text
+    template.write_text(
+        text.replace("  serviceName: {{ $peers }}\n", "  serviceName: {{ $name }}\n")
+    )
+    return old
+
+
+def test_an_upgrade_over_an_older_charts_etcd_is_refused_with_the_way_through(
+    kube: LocalControlPlane, tmp_path: Path
+) -> None:
+    """Without the check, helm upgrade stops half-way at the API server's "Forbidden: updates
+    to statefulset spec"; with it nothing is applied, the message says what to run, and after
+    that the upgrade goes through on the same claim."""
+    release, namespace = "up", f"up-{uuid.uuid4().hex[:6]}"
+    kube.helm("install", release, str(older_chart(tmp_path)), "--namespace", namespace,
+              "--create-namespace")  # fmt: skip
+    try:
+        claim = f"data-{release}-etcd-0"
+
+        def claim_uid() -> str:
+            got = kube.kubectl("get", "pvc", "-n", namespace, claim, "-o", "json", check=False)
+            return str(json.loads(got.stdout)["metadata"]["uid"]) if got.returncode == 0 else ""
+
+        deadline = time.monotonic() + 60
+        while not (before := claim_uid()):  # made by the StatefulSet controller
+            assert time.monotonic() < deadline, f"no claim {claim}"
+            time.sleep(0.5)
+        refused = kube.helm("upgrade", release, str(CHART), "--namespace", namespace, check=False)
+        assert refused.returncode != 0
+        assert "was made by an older chart (serviceName up-etcd" in refused.stderr
+        assert f"kubectl delete statefulset up-etcd -n {namespace} --cascade=orphan" in (
+            refused.stderr
+        )
+        assert "Forbidden" not in refused.stderr
+        kube.kubectl("delete", "statefulset", "up-etcd", "-n", namespace, "--cascade=orphan")
+        kube.helm("upgrade", release, str(CHART), "--namespace", namespace)
+        sts = json.loads(
+            kube.kubectl("get", "statefulset", "up-etcd", "-n", namespace, "-o", "json").stdout
+        )
+        assert sts["spec"]["serviceName"] == "up-etcd-peers"
+        assert claim_uid() == before
+        # A member count cannot change under a running etcd either.
+        grown = kube.helm("upgrade", release, str(CHART), "--namespace", namespace,
+                          "--set", "etcd.replicas=3", check=False)  # fmt: skip
+        assert grown.returncode != 0
+        assert "etcd.replicas cannot change from 1 to 3 on a running etcd" in grown.stderr
+    finally:
+        kube.helm("uninstall", release, "--namespace", namespace, check=False)
+        kube.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
