@@ -20,12 +20,23 @@ broker, with min, max and spread, and the ratio of the medians Spindle/Kafka (ta
 context only. Beside them: each broker's peak resident set during each phase (``VmHWM`` of the
 process, reset per phase; Kafka's JVM runs with -Xms1g), the resident set after every round
 (steady, or growing), each broker's CPU seconds per phase (little moved by the machine's load,
-unlike wall time), and the load average after every round (the machine may be shared). Before
-each phase the page cache is synced (untimed), and the brokers take turns going first.
+unlike wall time), and the load average after every round (the machine may be shared).
+
+Every round and phase starts from the same state for both brokers, untimed: before each phase
+the page cache is synced and the bench waits until the kernel holds at most
+:data:`SETTLED_DIRTY_MB` of dirty or in-flight pages, then :data:`SETTLE_S` more (write-back
+left by an earlier phase, of either broker, would otherwise land inside the next one). Each
+round's topic is deleted at its end and the next round waits until its files are gone (both
+brokers run with ``file.delete.delay.ms=1000``; 0 would make Kafka's deleter task reschedule
+itself at once, forever), so no round finds more data, files or page-cache pressure than the
+one before. The clients open their connections and fetch metadata for every partition before
+the timed window. Rounds are ``--mb`` 1024 MiB by default: at 256 MiB a phase lasted under a
+second, and one scheduler hiccup or write-back burst moved a round by tens of percent. The
+brokers take turns going first.
 
 Prints one line per round and broker and, last, one JSON line with every figure.
 
-    .venv/bin/python bench/kafka_compare.py --mb 256 --partitions 4 --dirs 2
+    .venv/bin/python bench/kafka_compare.py --mb 1024 --partitions 4 --dirs 2
 """
 
 from __future__ import annotations
@@ -116,6 +127,7 @@ def start_kafka(work: Path, dirs: int) -> tuple[subprocess.Popen[bytes], int]:
                 "transaction.state.log.min.isr=1",
                 "group.initial.rebalance.delay.ms=0",
                 "num.partitions=1",
+                "file.delete.delay.ms=1000",
                 "",
             ]
         )
@@ -203,6 +215,7 @@ def start_spindle(
                 f"log.dirs={','.join(str(work / f'spindle-d{i}') for i in range(dirs))}",
                 f"spindle.etcd.endpoints={etcd_url}",
                 f"spindle.etcd.prefix=/bench/{uuid.uuid4().hex}",
+                "file.delete.delay.ms=1000",
                 *extra,
                 "",
             ]
@@ -235,9 +248,55 @@ TARGETS = {"produce_mb_s": 1.2, "consume_mb_s": 1.0, "move_mb_s": 1.0}
 """Spindle/Kafka at the median (issue 17); Spindle's own spread must stay within 15%."""
 
 
-def measure(port: int, probe: PeakRss, *, topic: str, mb: int, partitions: int) -> dict[str, float]:
+SETTLED_DIRTY_MB = 32.0
+"""Dirty plus write-back pages (``/proc/meminfo``) a phase may start with."""
+SETTLE_S = 1.0
+"""Quiet time after the write-back has drained, before a phase starts."""
+
+
+def dirty_mb() -> float:
+    """Page-cache bytes not yet on disk (Dirty + Writeback), MiB."""
+    total = 0
+    with open("/proc/meminfo", encoding="ascii") as f:
+        for line in f:
+            if line.startswith(("Dirty:", "Writeback:")):
+                total += int(line.split()[1])
+    return total / 1024
+
+
+def settle(timeout: float = 15.0) -> float:
+    """Untimed, before every phase of either broker: sync, wait for the kernel's write-back to
+    drain (other processes may keep some pages dirty: give up after ``timeout``), then
+    :data:`SETTLE_S`. Returns the dirty MiB left."""
+    deadline = time.monotonic() + timeout
+    os.sync()
+    while (left := dirty_mb()) > SETTLED_DIRTY_MB and time.monotonic() < deadline:
+        time.sleep(0.1)
+        os.sync()
+    time.sleep(SETTLE_S)
+    return left
+
+
+def drop_topic(bootstrap: str, topic: str, log_dirs: list[Path]) -> None:
+    """Delete ``topic`` and wait until its partitions' directories are gone from every log
+    dir (untimed, after a round: the next round starts without its files)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.delete_topics([topic]).values():
+        fut.result(60)
+    deadline = time.monotonic() + 120
+    while any(n.startswith(f"{topic}-") for d in log_dirs for n in os.listdir(d)):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{topic}'s files were not deleted within 120 s")
+        time.sleep(0.1)
+
+
+def measure(
+    port: int, probe: PeakRss, *, topic: str, mb: int, partitions: int, log_dirs: list[Path]
+) -> dict[str, float]:
     """Produce, consume and move on one broker: MB/s for each (MB = 10^6 bytes) and the
-    broker's peak resident set (MiB) during each."""
+    broker's peak resident set (MiB) during each; then the topic is deleted."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     bootstrap = f"127.0.0.1:{port}"
@@ -250,14 +309,14 @@ def measure(port: int, probe: PeakRss, *, topic: str, mb: int, partitions: int) 
     for phase in PHASES:
         # Untimed: what earlier phases left dirty in the page cache (either broker's; Kafka
         # never fsyncs, Spindle's mover does) is written back now, not inside this phase.
-        os.sync()
+        out[f"{phase}_dirty_mb_at_start"] = round(settle(), 1)
         cpu = cpu_seconds(probe.pid)
         with probe.phase() as peak:
             if phase == "produce":
                 took = _produce(bootstrap, topic, count, partitions)
                 out["produce_mb_s"] = total_bytes / took / 1e6
             elif phase == "consume":
-                took = _consume(bootstrap, topic, count + 1, partitions)
+                took = _consume(bootstrap, topic, count + partitions, partitions)
                 out["consume_mb_s"] = total_bytes / took / 1e6
             else:
                 took, moved = move_all(port, topic, partitions)
@@ -265,6 +324,7 @@ def measure(port: int, probe: PeakRss, *, topic: str, mb: int, partitions: int) 
                 out["moved_bytes"] = float(moved)
         out[f"{phase}_peak_rss_mb"] = peak[0]
         out[f"{phase}_cpu_s"] = round(cpu_seconds(probe.pid) - cpu, 2)
+    drop_topic(bootstrap, topic, log_dirs)
     return out
 
 
@@ -287,8 +347,9 @@ def _produce(bootstrap: str, topic: str, count: int, partitions: int, acks: int 
             "enable.idempotence": False,
         }
     )
-    # Warm up metadata and connections outside the timed window.
-    producer.produce(topic, payload, partition=0)
+    # Warm up metadata and connections outside the timed window: one message per partition.
+    for p in range(partitions):
+        producer.produce(topic, payload, partition=p)
     producer.flush(30)
     start = time.perf_counter()
     for i in range(count):
@@ -317,6 +378,7 @@ def _consume(bootstrap: str, topic: str, want: int, partitions: int) -> float:
             "queued.max.messages.kbytes": 1_048_576,
         }
     )
+    consumer.list_topics(topic, timeout=30)  # connection and metadata, outside the window
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got = 0
     start = time.perf_counter()
@@ -385,7 +447,7 @@ def move_all(port: int, topic: str, partitions: int) -> tuple[float, int]:
 
 
 def run_rounds(
-    args: argparse.Namespace, brokers: dict[str, tuple[int, PeakRss]]
+    args: argparse.Namespace, brokers: dict[str, tuple[int, PeakRss, list[Path]]]
 ) -> tuple[dict[str, list[dict[str, float]]], list[list[float]]]:
     """Warm-up rounds (printed, not kept), then ``--rounds`` alternating rounds, then more, up
     to ``--max-rounds``, while any metric of either broker spreads wider than SPREAD_LIMIT.
@@ -403,8 +465,15 @@ def run_rounds(
         label = "warmup" if counted < 0 else f"round {counted}"
         # Alternate who goes first, so that neither always runs after the other's phases.
         order = list(brokers.items()) if r % 2 == 0 else list(reversed(brokers.items()))
-        for name, (port, probe) in order:
-            got = measure(port, probe, topic=f"bench-{r}", mb=args.mb, partitions=args.partitions)
+        for name, (port, probe, log_dirs) in order:
+            got = measure(
+                port,
+                probe,
+                topic=f"bench-{r}",
+                mb=args.mb,
+                partitions=args.partitions,
+                log_dirs=log_dirs,
+            )
             got["rss_after_round_mb"] = round(rss_mb(probe.pid), 1)
             if counted >= 0:
                 rounds[name].append(got)
@@ -473,7 +542,7 @@ def report(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mb", type=int, default=256, help="MiB produced per broker")
+    parser.add_argument("--mb", type=int, default=1024, help="MiB produced per broker and round")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--dirs", type=int, default=2, help="log directories per broker")
     parser.add_argument("--warmup", type=int, default=1, help="rounds run first, not counted")
@@ -507,8 +576,12 @@ def main() -> int:
         spindle, sport = start_spindle(work, args.dirs, url, args.spindle_set)
         procs.append(spindle)
         brokers = {
-            "kafka": (kport, PeakRss(kafka.pid)),
-            "spindle": (sport, PeakRss(spindle.pid)),
+            "kafka": (kport, PeakRss(kafka.pid), [work / f"kafka-d{i}" for i in range(args.dirs)]),
+            "spindle": (
+                sport,
+                PeakRss(spindle.pid),
+                [work / f"spindle-d{i}" for i in range(args.dirs)],
+            ),
         }
         rounds, loads = run_rounds(args, brokers)
         etcd_rss = rss_mb(etcd.pid)

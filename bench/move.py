@@ -24,7 +24,11 @@
    the mover threads' wall time went (``thread_time``: CPU seconds, and the shares on a CPU,
    waiting in the run queue, and asleep on a lock, the GIL or I/O, from
    ``/proc/self/task/<tid>/schedstat``; the movers' shares are summed over their threads, idle
-   ones included).
+   ones included), the appending thread's CPU microseconds per append without and with the
+   move, and the distribution of single appends (``append_latency_ms``: median, p99, p99.9,
+   max, and the share of time spent in appends over 5 ms, i.e. stalls rather than a slower
+   pace). Every round starts from the same log (what earlier rounds appended is truncated
+   away), so rounds move the same bytes and compare.
 
 Memory: the peak resident set of this process (storage engine included) during each phase
 (``peak_rss_mb``); the load average at start and end (the machine may be shared).
@@ -44,6 +48,7 @@ import sys
 import tempfile
 import threading
 import time
+from array import array
 from typing import Any
 
 from spindle.broker.common.ids import TopicPartition
@@ -192,22 +197,44 @@ def timed_move(lm: LogManager, hook: SwapClock, dest: str) -> float:
     return elapsed
 
 
-def append_rate(log: Log, until: threading.Event | None, seconds: float) -> tuple[float, float]:
-    """(appends per second, longest single append in seconds) of 1 KB batches for
-    ``seconds`` or until ``until`` is set."""
+def append_rate(
+    log: Log, until: threading.Event | None, seconds: float
+) -> tuple[float, float, array[float]]:
+    """(appends per second, longest single append in seconds, every append's seconds) of
+    1 KB batches for ``seconds`` or until ``until`` is set."""
     batch = build_batch([b"a" * 1000])
-    count = 0
-    longest = 0.0
+    took: array[float] = array("d")
     start = time.perf_counter()
     deadline = start + seconds
     now = start
     while now < deadline and not (until is not None and until.is_set()):
         log.append(batch)
-        count += 1
         after = time.perf_counter()
-        longest = max(longest, after - now)
+        took.append(after - now)
         now = after
-    return count / (now - start), longest
+    return len(took) / (now - start), max(took, default=0.0), took
+
+
+def latency(took: array[float]) -> dict[str, float]:
+    """The distribution of single appends (ms): median, p99, p99.9 and max, and the share of
+    the stretch's time spent in appends over 5 ms (stalls: a lock, the GIL held elsewhere, a
+    descheduled thread) -- what separates a slower steady pace from stalls."""
+    ordered = sorted(took)
+    if not ordered:
+        return {}
+
+    def pct(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 3)
+
+    total = sum(ordered)
+    return {
+        "p50_ms": pct(0.5),
+        "p99_ms": pct(0.99),
+        "p999_ms": pct(0.999),
+        "max_ms": round(ordered[-1] * 1000, 3),
+        "stall_share": round(sum(t for t in ordered if t > 0.005) / total, 4),
+        "n": len(ordered),
+    }
 
 
 def appends_during_move(
@@ -224,7 +251,7 @@ def appends_during_move(
     assert log is not None
     me = threading.get_native_id()
     idle_clock = ThreadClock([me])
-    before, before_longest = append_rate(log, None, idle_s)
+    before, before_longest, before_took = append_rate(log, None, idle_s)
     appender_idle = idle_clock.shares()
     hook.swapped.clear()
     hook.job = None
@@ -232,15 +259,21 @@ def appends_during_move(
     start = time.perf_counter()
     if lm.change_replica_dir(TP, dest).name != "NONE":
         raise RuntimeError("could not start the move")
-    during, during_longest = append_rate(log, hook.swapped, 60.0)
+    during, during_longest, during_took = append_rate(log, hook.swapped, 60.0)
     appender_during = appender_clock.shares()
     if not hook.swapped.wait(3600) or not lm.await_idle(600):
         raise RuntimeError("move did not finish")
     movers = movers_clock.shares()
     move_s = hook.at - start
-    after, after_longest = append_rate(log, None, idle_s)
+    after, after_longest, after_took = append_rate(log, None, idle_s)
     job = hook.job
+    appender_idle["cpu_us_per_append"] = round(appender_idle["cpu_s"] / len(before_took) * 1e6, 2)
+    appender_during["cpu_us_per_append"] = round(
+        appender_during["cpu_s"] / max(1, len(during_took)) * 1e6, 2
+    )
     return {
+        "latency_idle": latency(before_took + after_took),
+        "latency_during": latency(during_took),
         "ratio": during / ((before + after) / 2),
         "idle_longest_s": max(before_longest, after_longest),
         "during_longest_s": during_longest,
@@ -328,9 +361,15 @@ def appends_phase(
     the median round is the headline, min and max beside it."""
     dir_a, dir_b = dirs
     got: list[dict[str, Any]] = []
+    first = lm.get_log(TP)
+    assert first is not None
+    start_offset = first.log_end_offset
     for i in range(-1, args.append_rounds):
         current = lm.get_log(TP)
         assert current is not None
+        # Every round starts from the same log: what the previous rounds appended is cut off,
+        # so later rounds do not move (and warm, and sync) more bytes than earlier ones.
+        current.truncate_to(start_offset)
         size = current.size
         other = dir_b if current.logdir_path == dir_a else dir_a
         warm(current.dir_path)
@@ -340,6 +379,7 @@ def appends_phase(
         say(
             f"appends {label}: during a move / without = {one['ratio']:.3f}; longest append "
             f"{one['idle_longest_s'] * 1000:.1f} ms without, "
+            f"latency without {one['latency_idle']}, during {one['latency_during']}; "
             f"{one['during_longest_s'] * 1000:.1f} ms during; move of {size / 1e9:.2f} GB "
             f"took {one['move_s']:.2f} s; swap held the lock {one['swap_lock_s'] * 1000:.1f} ms; "
             f"appender without/during {one['appender_idle']}/{one['appender_during']}; "
@@ -361,10 +401,18 @@ def appends_phase(
     }
 
     def shares(key: str) -> dict[str, dict[str, float]]:
-        return {
-            k: summary([g[key][k] for g in got], digits=3)
-            for k in ("cpu_s", "on_cpu", "runqueue_wait", "asleep")
+        keys = ["cpu_s", "on_cpu", "runqueue_wait", "asleep"]
+        if "cpu_us_per_append" in got[0][key]:
+            keys.append("cpu_us_per_append")
+        return {k: summary([g[key][k] for g in got], digits=3) for k in keys}
+
+    results["append_latency_ms"] = {
+        phase: {
+            k: summary([g[f"latency_{phase}"][k] for g in got], digits=4)
+            for k in ("p50_ms", "p99_ms", "p999_ms", "max_ms", "stall_share")
         }
+        for phase in ("idle", "during")
+    }
 
     results["thread_time"] = {
         "appender_idle": shares("appender_idle"),
