@@ -14,6 +14,14 @@ Kafka, not from the greedy:
     point ``u* = sum_d min(L_d, f * u* * T_d) / sum_d T_d``; a directory below
     ``(2 - f) * u*`` can never be raised into the band. Shedding that would take the broker
     below its own byte band trades one goal for another and is not counted as achievable.
+    Jointly with that byte band: the broker must keep at least its band's floor ``F``, so its
+    Active dirs' mean stays at or above ``u_keep = (F - cordoned bytes) / Active capacity``;
+    a directory holding less than ``(2 - f) * u_keep`` of its capacity is below its band at
+    every mean the byte band allows (it can only lose bytes), so the disk band is out of
+    reach together with the byte band, whichever one a plan gives up. It is reported against
+    the disk goal, the plan keeping the byte band (violations seed 2 at 6000 replicas: broker
+    8, 13 GB above its byte floor, cannot shed its 1.38x dir, and its 0.84x dir needs a mean
+    6 % under what the floor allows).
 
 Everything else (brokers that may receive and rebalance their disks) is treated as
 achievable: fractional reasoning, so a broker whose single replica is larger than its band is
@@ -160,6 +168,13 @@ class _Reach:
         cordoned = float(load[host & ~active & (c.dir_broker == b)].sum())
         shed_to = float(np.minimum(lo_d, db * u * t_d).sum()) + cordoned
         too_low = floor > shed_to + 1e-9 * max(floor, 1.0)
+        # A broker that receives nothing keeps its byte band only with its Active dirs
+        # holding at least ``floor - cordoned``: their mean cannot fall below ``u_keep``.
+        u_keep = (
+            max(floor - cordoned, 0.0) / float(t_d.sum())
+            if floor > 0 and not self.recv_b[b] and scope.cross_ok
+            else 0.0
+        )
         for d, ld, td in zip(dirs.tolist(), lo_d.tolist(), t_d.tolist(), strict=True):
             ratio_now = ld / td / u if u > 0 else 1.0
             if ld < band_floor(db, u) * td * (1 - 1e-9):
@@ -167,6 +182,13 @@ class _Reach:
                     closed_why + f"; its disks can only lose bytes, and even with the others "
                     f"shed to the band's top this dir stays at {ratio_now:.4f} of the mean "
                     f"(band floor {band_floor(db, 1.0):.2f})"
+                )
+            elif u_keep > u and ld < band_floor(db, u_keep) * td * (1 - 1e-9):
+                out[d] = (
+                    closed_why + f"; its disks can only lose bytes, and to stay in its own "
+                    f"byte band the broker keeps its Active dirs' mean at {u_keep:.4f} or more, "
+                    f"where this dir (at {ld / td:.4f}) is below the band's floor "
+                    f"{band_floor(db, u_keep):.4f}: the two bands cannot both hold"
                 )
             elif not scope.cross_ok and ld > db * u * td * (1 + 1e-9):
                 out[d] = closed_why + " and the mode moves nothing across brokers"

@@ -126,3 +126,23 @@ def test_cases_the_greedy_left_unmet_are_met_in_one_plan(family: str, seed: int)
     assert [u["goal"] for u in s["unmet"] if u["status"] == "unmet"] == []
     assert all(v["status"] != "unmet" for v in s["goalStatus"].values())
     assert not s["secondPass"]["ran"]
+
+
+def test_a_disk_band_out_of_reach_beside_its_brokers_byte_band_is_unachievable_with_why() -> None:
+    # violations seed 2 at 6000 replicas: broker 8 has an Offline dir, so it receives nothing
+    # and moves nothing between its disks. Its byte band's floor keeps its Active dirs' mean
+    # at 0.467 or more; data-3 holds 0.393 of its capacity, below 0.9 x 0.467 at every mean
+    # that band allows (it can only lose bytes), and shedding data-1 (1.38x) into its band
+    # would take the broker below that floor. The plan keeps the byte band, so both dirs are
+    # out of reach, each with its reason -- not "unmet".
+    cluster = generate(family_shape("violations", 2, 6000))
+    s = make_plan(cluster, Request(mode="full"), goals=Goals(), detail=False).summary
+    assert s["goalStatus"]["brokerUtilisation"]["status"] == "met"
+    disk = s["goalStatus"]["diskUtilisationOverBrokerMean"]
+    assert disk["status"] == "unachievable"
+    why = {o["path"]: o["why"] for o in disk["offenders"] if o["broker"] == 8}
+    assert set(why) == {"/var/lib/spindle/data-1", "/var/lib/spindle/data-3"}
+    assert "below its own byte band" in why["/var/lib/spindle/data-1"]
+    assert "the two bands cannot both hold" in why["/var/lib/spindle/data-3"]
+    assert "Offline dir" in why["/var/lib/spindle/data-3"]
+    assert [u for u in s["unmet"] if u["status"] == "unmet"] == []
