@@ -28,7 +28,10 @@
    move, and the distribution of single appends (``append_latency_ms``: median, p99, p99.9,
    max, and the share of time spent in appends over 5 ms, i.e. stalls rather than a slower
    pace). Every round starts from the same log (what earlier rounds appended is truncated
-   away), so rounds move the same bytes and compare.
+   away), so rounds move the same bytes and compare; and a round moves the partition back and
+   forth until its moves add up to ``--during`` seconds (a 1 GB move takes ~0.3 s on an idle
+   machine: too short a window to weigh a rate, where one scheduler hiccup or the move's fixed
+   costs moved a round by percents).
 
 Memory: the peak resident set of this process (storage engine included) during each phase
 (``peak_rss_mb``); the load average at start and end (the machine may be shared).
@@ -162,19 +165,33 @@ def mover_tids() -> list[int]:
 
 
 class ThreadClock:
-    """Where some threads' wall time went over a stretch: on a CPU, waiting for one, asleep."""
+    """Where some threads' wall time went over one or more stretches: on a CPU, waiting for
+    one, asleep (:meth:`pause` ends a stretch, :meth:`resume` starts the next)."""
 
     def __init__(self, tids: list[int]) -> None:
         self.tids = tids
-        self.start = time.perf_counter()
-        self.times = [thread_times(t) for t in tids]
+        self.wall = self.run = self.wait = 0.0
+        self.resume()
+
+    def resume(self) -> None:
+        self._running = True
+        self._start = time.perf_counter()
+        self._times = [thread_times(t) for t in self.tids]
+
+    def pause(self) -> None:
+        if not self._running:
+            return
+        self._running = False
+        self.wall += time.perf_counter() - self._start
+        now = [thread_times(t) for t in self.tids]
+        self.run += sum(b[0] - a[0] for a, b in zip(self._times, now, strict=True))
+        self.wait += sum(b[1] - a[1] for a, b in zip(self._times, now, strict=True))
 
     def shares(self) -> dict[str, float]:
-        """Each as a fraction of the stretch's wall time (summed over the threads)."""
-        wall = time.perf_counter() - self.start
-        now = [thread_times(t) for t in self.tids]
-        run = sum(b[0] - a[0] for a, b in zip(self.times, now, strict=True))
-        wait = sum(b[1] - a[1] for a, b in zip(self.times, now, strict=True))
+        """Each as a fraction of the stretches' wall time (summed over the threads); ends the
+        running stretch, if any."""
+        self.pause()
+        wall, run, wait = self.wall, self.run, self.wait
         return {
             "cpu_s": round(run, 3),
             "on_cpu": round(run / wall, 3),
@@ -238,50 +255,80 @@ def latency(took: array[float]) -> dict[str, float]:
 
 
 def appends_during_move(
-    lm: LogManager, hook: SwapClock, dest: str, idle_s: float
+    lm: LogManager, hook: SwapClock, dirs: tuple[str, str], idle_s: float, during_s: float
 ) -> dict[str, Any]:
-    """One round: the append rate to the moving partition while its unthrottled move runs,
-    over the mean rate without a move just before and just after (the machine's load drifts);
-    the longest single append (s) without and with the move (the partition lock is held only
-    for the final catch-up and the renames); the move's own seconds under these appends; how
-    long the swap held the partition lock; and where the appending thread's and the movers'
-    time went (on a CPU, waiting for one, asleep), the figures the machine's load moves less
-    than the rates."""
+    """One round: the append rate to the moving partition while unthrottled moves run, over
+    the mean rate without a move just before and just after (the machine's load drifts).
+
+    One move of the partition may take a fraction of a second on an idle machine, too short a
+    window to weigh a rate (a scheduler hiccup, the swap's lock, the move's fixed costs would
+    each move it by percents): the round moves the partition back and forth until the moves
+    add up to ``during_s`` seconds, appending while each runs (not while the old replica is
+    deleted between them). Also: the longest single append (s) without and with a move and
+    the distribution of single appends; the moves' seconds under these appends; how long the
+    swaps held the partition lock (the longest); and where the appending thread's and the
+    movers' time went (on a CPU, waiting for one, asleep), the figures the machine's load moves
+    less than the rates."""
     log = lm.get_log(TP)
     assert log is not None
     me = threading.get_native_id()
     idle_clock = ThreadClock([me])
     before, before_longest, before_took = append_rate(log, None, idle_s)
     appender_idle = idle_clock.shares()
-    hook.swapped.clear()
-    hook.job = None
     appender_clock, movers_clock = ThreadClock([me]), ThreadClock(mover_tids())
-    start = time.perf_counter()
-    if lm.change_replica_dir(TP, dest).name != "NONE":
-        raise RuntimeError("could not start the move")
-    during, during_longest, during_took = append_rate(log, hook.swapped, 60.0)
+    during_took: array[float] = array("d")
+    moves: list[float] = []
+    swaps: list[tuple[float, float]] = []
+    while sum(moves) < during_s:
+        hook.swapped.clear()
+        hook.job = None
+        current = lm.get_log(TP)
+        assert current is not None
+        dest = dirs[1] if current.logdir_path == dirs[0] else dirs[0]
+        warm(current.dir_path)  # untimed, as before the copy rounds
+        os.sync()
+        if moves:
+            appender_clock.resume()
+            movers_clock.resume()
+        start = time.perf_counter()
+        if lm.change_replica_dir(TP, dest).name != "NONE":
+            raise RuntimeError("could not start the move")
+        _, _, took = append_rate(log, hook.swapped, 60.0)
+        appender_clock.pause()
+        if not hook.swapped.wait(3600):
+            raise RuntimeError("move did not finish")
+        movers_clock.pause()
+        during_took.extend(took)
+        moves.append(hook.at - start)
+        # getattr: the same bench also runs against movers that do not record these yet.
+        swaps.append(
+            (
+                getattr(hook.job, "swap_locked_s", float("nan")),
+                getattr(hook.job, "swap_locked_flush_s", float("nan")),
+            )
+        )
+        if not lm.await_idle(600):  # the old replica's delete, not counted
+            raise RuntimeError("old replica was not deleted")
     appender_during = appender_clock.shares()
-    if not hook.swapped.wait(3600) or not lm.await_idle(600):
-        raise RuntimeError("move did not finish")
     movers = movers_clock.shares()
-    move_s = hook.at - start
     after, after_longest, after_took = append_rate(log, None, idle_s)
-    job = hook.job
+    during = len(during_took) / appender_clock.wall
     appender_idle["cpu_us_per_append"] = round(appender_idle["cpu_s"] / len(before_took) * 1e6, 2)
     appender_during["cpu_us_per_append"] = round(
         appender_during["cpu_s"] / max(1, len(during_took)) * 1e6, 2
     )
+    longest_swap = max(swaps)
     return {
         "latency_idle": latency(before_took + after_took),
         "latency_during": latency(during_took),
         "ratio": during / ((before + after) / 2),
         "idle_longest_s": max(before_longest, after_longest),
-        "during_longest_s": during_longest,
-        "move_s": move_s,
+        "during_longest_s": max(during_took, default=0.0),
+        "moves": len(moves),
+        "move_s": statistics.median(moves),
         "appends_per_s": during,
-        # getattr: the same bench also runs against movers that do not record these yet.
-        "swap_lock_s": getattr(job, "swap_locked_s", float("nan")),
-        "swap_lock_fsync_s": getattr(job, "swap_locked_flush_s", float("nan")),
+        "swap_lock_s": longest_swap[0],
+        "swaps": swaps,
         "appender_idle": appender_idle,
         "appender_during": appender_during,
         "movers": movers,
@@ -371,17 +418,15 @@ def appends_phase(
         # so later rounds do not move (and warm, and sync) more bytes than earlier ones.
         current.truncate_to(start_offset)
         size = current.size
-        other = dir_b if current.logdir_path == dir_a else dir_a
-        warm(current.dir_path)
-        os.sync()
-        one = appends_during_move(lm, hook, other, args.idle)
+        one = appends_during_move(lm, hook, (dir_a, dir_b), args.idle, args.during)
         label = "warm-up (not counted)" if i < 0 else f"round {i}"
         say(
             f"appends {label}: during a move / without = {one['ratio']:.3f}; longest append "
             f"{one['idle_longest_s'] * 1000:.1f} ms without, "
             f"latency without {one['latency_idle']}, during {one['latency_during']}; "
             f"{one['during_longest_s'] * 1000:.1f} ms during; move of {size / 1e9:.2f} GB "
-            f"took {one['move_s']:.2f} s; swap held the lock {one['swap_lock_s'] * 1000:.1f} ms; "
+            f"took {one['move_s']:.2f} s (median of {one['moves']} moves); longest swap held the "
+            f"lock {one['swap_lock_s'] * 1000:.1f} ms; "
             f"appender without/during {one['appender_idle']}/{one['appender_during']}; "
             f"movers {one['movers']}"
         )
@@ -395,9 +440,9 @@ def appends_phase(
         "move_MBps_under_appends": summary([g["move_MBps"] for g in got]),
         "plain_copy_MBps": round(results["copy_MBps"], 1),
     }
-    results["swap_lock_ms"] = {
-        "held": summary([g["swap_lock_s"] * 1000 for g in got], digits=2),
-        "of_which_fsync": summary([g["swap_lock_fsync_s"] * 1000 for g in got], digits=2),
+    results["swap_lock_ms"] = {  # every counted swap, not per round
+        "held": summary([h * 1000 for g in got for h, _ in g["swaps"]], digits=2),
+        "of_which_fsync": summary([f * 1000 for g in got for _, f in g["swaps"]], digits=2),
     }
 
     def shares(key: str) -> dict[str, dict[str, float]]:
@@ -436,7 +481,13 @@ def main() -> int:
         "--append-rounds", type=int, default=5, help="rounds of appends during a move (median)"
     )
     parser.add_argument(
-        "--idle", type=float, default=2.0, help="seconds of appends before and after each move"
+        "--idle", type=float, default=2.0, help="seconds of appends before and after each round"
+    )
+    parser.add_argument(
+        "--during",
+        type=float,
+        default=3.0,
+        help="seconds of moves per appends round (the partition moves back and forth)",
     )
     args = parser.parse_args()
     probe = PeakRss(os.getpid())
