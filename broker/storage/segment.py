@@ -73,14 +73,24 @@ class BatchInfo:
 
 @dataclass(frozen=True, slots=True)
 class SegmentState:
-    """A consistent snapshot of a segment (for the mover, which copies without the lock)."""
+    """A consistent snapshot of a segment (for the mover, which copies without the lock).
+
+    The indexes are not copied: ``index`` and ``time_index`` are the segment's own lists,
+    which only ever grow while they are the segment's (a rebuild or load replaces them with
+    new lists), so their first ``index_len`` and ``time_index_len`` entries stay this
+    snapshot's. A snapshot is taken under the partition lock, which appends wait for, once
+    per copy round; copying a 1 GiB segment's ~260K entries there cost milliseconds each
+    time, and so did copying them again into the future (:meth:`Segment.adopt_copied` now
+    takes only the entries it lacks)."""
 
     base_offset: int
     size: int
     next_offset: int
-    index: tuple[tuple[int, int], ...]
+    index: list[tuple[int, int]]
+    index_len: int
     log_path: str
-    time_index: tuple[tuple[int, int], ...] = ()
+    time_index: list[tuple[int, int]]
+    time_index_len: int
     max_timestamp: int | None = None
     max_timestamp_offset: int = -1
 
@@ -177,6 +187,9 @@ class Segment:
         self._packed_times = _PackedIndex(lambda e: _TIME_ENTRY.pack(e[0], e[1] - base_offset))
         self._read_fd: int | None = None
         self._index_dirty = False
+        self._index_source: list[tuple[int, int]] | None = None
+        self._times_source: list[tuple[int, int]] | None = None
+        """The source lists :meth:`adopt_copied` last took the two indexes from (mover)."""
 
     def __repr__(self) -> str:
         return f"Segment({self.log_path!r}, size={self.size}, next={self.next_offset})"
@@ -260,6 +273,7 @@ class Segment:
             entries.append((offset, pos))
             last_offset, last_pos = offset, pos
         self._index = entries
+        self._index_source = None
         self._packed_index.reset()
         self.next_offset = (entries[-1][0] + 1) if entries else self.base_offset
         return True
@@ -288,6 +302,7 @@ class Segment:
                 return
             entries.append((ts, offset))
         self._time_index = entries
+        self._times_source = None
         self._packed_times.reset()
         self._max_timestamp, self._max_timestamp_offset = entries[-1] if entries else (-1, -1)
         for b in tail:
@@ -300,6 +315,7 @@ class Segment:
             _, batches = self.scan(0, check_crc=False)
             self._max_timestamp, self._max_timestamp_offset = -1, -1
             self._time_index = []
+            self._times_source = None
             self._packed_times.reset()
             since = self.index_interval_bytes
             for b in batches:
@@ -325,8 +341,10 @@ class Segment:
     def _rebuild(self, start: int, *, check_crc: bool) -> int:
         """Rebuild index, next offset and max timestamp from the batches; returns valid end."""
         end, batches = self.scan(start, check_crc=check_crc)
-        self._index.clear()
-        self._time_index.clear()
+        # New lists, never cleared in place: snapshots (SegmentState) share the old ones.
+        self._index = []
+        self._time_index = []
+        self._index_source = self._times_source = None
         self._packed_index.reset()
         self._packed_times.reset()
         self._bytes_since_index = 0
@@ -435,8 +453,12 @@ class Segment:
             os.truncate(self.log_path, state.size)
         self.size = state.size
         self.next_offset = state.next_offset
-        self._index = list(state.index)
-        self._time_index = list(state.time_index)
+        self._index, self._index_source = _adopt_entries(
+            self._index, self._index_source, state.index, state.index_len
+        )
+        self._time_index, self._times_source = _adopt_entries(
+            self._time_index, self._times_source, state.time_index, state.time_index_len
+        )
         self._max_timestamp = state.max_timestamp
         self._max_timestamp_offset = state.max_timestamp_offset
         self._index_dirty = True
@@ -624,12 +646,31 @@ class Segment:
             self.base_offset,
             self.size,
             self.next_offset,
-            tuple(self._index),
+            self._index,
+            len(self._index),
             self.log_path,
-            tuple(self._time_index),
+            self._time_index,
+            len(self._time_index),
             self._max_timestamp,
             self._max_timestamp_offset,
         )
+
+
+def _adopt_entries(
+    mine: list[tuple[int, int]],
+    mine_source: list[tuple[int, int]] | None,
+    source: list[tuple[int, int]],
+    count: int,
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(``source[:count]``, ``source``) for :meth:`Segment.adopt_copied`: ``mine`` extended in
+    place when it was taken from this very list and is still a prefix of it (the mover adopts
+    ever longer snapshots of one source segment), so only new entries are copied; otherwise
+    (another list, or a flush here added a final time-index entry the source lacks) a copy."""
+    have = len(mine)
+    if mine_source is source and have <= count and (not have or mine[-1] == source[have - 1]):
+        mine.extend(source[have:count])
+        return mine, source
+    return source[:count], source
 
 
 def _copy_fallback(src_fd: int, dst_fd: int, src_pos: int, dst_pos: int, length: int) -> int:

@@ -15,6 +15,7 @@ from spindle.broker.common.ids import TopicPartition
 from spindle.broker.records.batch import build_batch, validate
 from spindle.broker.storage import Log, LogManager
 from spindle.broker.storage.mover import MOVER_NICE
+from spindle.broker.storage.segment import SegmentState
 
 from .conftest import crash
 from .faults import needs_root, tmpfs
@@ -597,3 +598,48 @@ def test_a_swapped_log_keeps_the_futures_recovery_point_not_its_unflushed_end(
     assert (live.log_end_offset, live.recovery_point) == (5, 3)
     live.flush()
     assert live.recovery_point == 5
+
+
+def test_segment_snapshots_share_index_lists_and_adopting_a_longer_one_copies_only_new_entries(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    lm = open_manager(dirs, **{"log.index.interval.bytes": 0})  # an entry per batch
+    tp = TopicPartition("snap", 0)
+    live = lm.get_or_create_log(tp)
+    _fill(live, 6)
+    future = Log.create(
+        tp,
+        os.path.join(dirs[1], "snap-0.0-future"),
+        dirs[1],
+        settings=lm.settings,
+        clock=lm.clock,
+        failures=lm.failures,
+        is_future=True,
+    )
+
+    def adopt(state: SegmentState, start: int) -> None:
+        fd = os.open(state.log_path, os.O_RDONLY)
+        try:
+            future.copy_segment_bytes(
+                state, fd, start, state.size - start, source_logdir=live.logdir_path
+            )
+        finally:
+            os.close(fd)
+        future.adopt_segment_state(state)
+
+    _, (first,) = live.snapshot()
+    taken = first.index[: first.index_len]
+    assert len(taken) == 6
+    adopt(first, 0)
+    (mine,) = future.segment_states()
+    _fill(live, 4, start=6)
+    _, (second,) = live.snapshot()
+    assert second.index is first.index  # shared, not copied under the lock
+    adopt(second, first.size)
+    (now,) = future.segment_states()
+    assert now.index is mine.index  # extended in place
+    assert now.index[: now.index_len] == second.index[: second.index_len]
+    assert now.time_index[: now.time_index_len] == second.time_index[: second.time_index_len]
+    live.truncate_to(3)  # the source rebuilds its index into a new list
+    assert first.index[: first.index_len] == taken
+    assert [o for o, _ in live.segment_states()[0].index] == [0, 1, 2]
