@@ -413,9 +413,17 @@ def rollback_actions(
 
 
 def _parse_time(text: str | None) -> datetime.datetime | None:
+    """An RFC 3339 UTC time, whole seconds or with a fraction."""
     if not text:
         return None
-    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    return datetime.datetime.fromisoformat(text).replace(tzinfo=datetime.UTC)
+
+
+def _probe_stamp(t: datetime.datetime) -> str:
+    """``lastProbeTime`` to the millisecond: the rate divides by the time between two probes
+    (about 2 s), which whole-second stamps would misstate by up to half (the rate read ~0.6x
+    of a 150 KiB/s throttle, and the ETA as much too late)."""
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
 
 
 def _stamp(t: datetime.datetime) -> str:
@@ -448,7 +456,7 @@ def progress_fields(
         "bytesTotal": total,
         "bytesDone": done,
         "progress": f"{100 * done // total if total else (100 if finished == len(partitions) else 0)}%",
-        "lastProbeTime": _stamp(now),
+        "lastProbeTime": _probe_stamp(now),
     }
     last = _parse_time(previous.get("lastProbeTime"))
     rate = float(previous.get("bytesPerSecond") or 0)

@@ -124,6 +124,7 @@ def test_a_moving_replica_grows_in_describe_log_dirs_and_its_progress_rises_in_s
     sizes: list[int] = []  # the future replica's size in DescribeLogDirs, in sample order
     done_bytes: list[int] = []  # the Reassignment's status.bytesDone, likewise
     shown: set[str] = set()  # the PROGRESS column's values
+    rates: list[tuple[int, str | None]] = []  # (bytesPerSecond, eta) while Moving
 
     def sample() -> dict[str, Any] | None:
         size = future_size(w, TOPIC, 0)
@@ -133,10 +134,11 @@ def test_a_moving_replica_grows_in_describe_log_dirs_and_its_progress_rises_in_s
         if status.get("phase") == "Moving":
             done_bytes.append(int(status.get("bytesDone") or 0))
             shown.add(str(status.get("progress")))
+            rates.append((int(status.get("bytesPerSecond") or 0), status.get("eta")))
         return status if status.get("phase") in {"Completed", "Failed"} else None
 
     final: dict[str, Any] = w.wait("steps finished", sample, timeout=180)
-    print({"sizes": sizes, "bytesDone": done_bytes, "progress": sorted(shown)})
+    print({"sizes": sizes, "bytesDone": done_bytes, "progress": sorted(shown), "rates": rates})
     assert final["phase"] == "Completed", final
     total = int(final["bytesTotal"])
     assert len({x for x in sizes if 0 < x < total}) >= 3, sizes
@@ -144,6 +146,10 @@ def test_a_moving_replica_grows_in_describe_log_dirs_and_its_progress_rises_in_s
     assert len({x for x in done_bytes if 0 < x < total}) >= 3, done_bytes
     assert done_bytes == sorted(done_bytes), done_bytes
     assert len(shown - {"0%", "100%"}) >= 2, shown
+    # A rate and an ETA while it copies; the rate (bytes between two probes over the time
+    # between them, smoothed) reaches the throttle's order and never far above it.
+    assert any(rate > 0 and eta for rate, eta in rates), rates
+    assert 0.5 * 150 * 1024 <= max(rate for rate, _ in rates) <= 2 * 150 * 1024, rates
     assert w.placement()[0] == target[0]
 
 

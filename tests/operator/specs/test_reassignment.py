@@ -192,3 +192,17 @@ def test_rate_and_eta_come_from_successive_probes() -> None:
     assert second["timeRemaining"] == "4s"
     assert second["eta"] == "2026-01-01T00:00:08Z"
     assert plan.remaining_text(3725) == "1h2m"
+
+
+def test_the_rate_divides_by_the_time_between_probes_to_the_millisecond() -> None:
+    """Probes 2 s apart at .9 past a second: whole-second stamps would make it 2.9 s."""
+    t0 = datetime.datetime(2026, 1, 1, 0, 0, 0, 900_000, tzinfo=datetime.UTC)
+    parts = [{"phase": "Moving", "bytesTotal": 10 * MB, "bytesDone": 2 * MB}]
+    first = plan.progress_fields(parts, {}, t0)
+    assert first["lastProbeTime"] == "2026-01-01T00:00:00.900Z"
+    parts = [{"phase": "Moving", "bytesTotal": 10 * MB, "bytesDone": 4 * MB}]
+    second = plan.progress_fields(parts, first, t0 + datetime.timedelta(seconds=2))
+    assert second["bytesPerSecond"] == MB
+    # A status written before stamps had a fraction still reads.
+    third = plan.progress_fields(parts, {**first, "lastProbeTime": "2026-01-01T00:00:00Z"}, t0)
+    assert third["lastProbeTime"] == "2026-01-01T00:00:00.900Z"
