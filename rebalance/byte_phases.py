@@ -16,26 +16,16 @@ from spindle.rebalance.placement import Placer
 def evacuate(pl: Placer) -> None:
     """Every replica on a directory that must be emptied gets a new home, largest first
     (first-fit decreasing packs best). Inside the broker when allowed and the broker is not
-    over its band; else on another broker."""
+    over its band; else on another broker. fix-offline keeps a replica of an offline directory
+    on its broker, in a live directory, where that stays within the disk goals (the broker
+    re-creates it there live); else another broker; else any live directory of its own under
+    the capacity threshold."""
     reps = np.flatnonzero(pl.s.evacuate[pl.cur_d])
     reps = reps[np.lexsort((reps, -pl.size[reps]))]
-    balance = pl.s.balance_brokers
     for r in reps.tolist():
         d0 = int(pl.cur_d[r])
         b0 = int(pl.cur_b[r])
-        target = -1
-        if not pl.s.must_leave_broker[d0] and pl.s.intra_ok[b0]:
-            fits = not balance or pl.b_load[b0] + pl.size_f[r] <= pl.b_hi[b0]
-            if fits:
-                target = pl.dest_intra(r, strict=True)
-                if target < 0:
-                    target = pl.dest_intra(r, strict=False)
-        if target < 0 and pl.s.cross_ok:
-            target = pl.dest_cross(r, strict=False)
-        if target < 0 and not pl.s.must_leave_broker[d0] and pl.s.intra_ok[b0]:
-            target = pl.dest_intra(r, strict=False)
-        if target < 0 and pl.s.mode == "full":
-            target = pl.make_room_for(r)
+        target = _new_home(pl, r, d0, b0)
         if target < 0:
             pl.hard_failures.append(
                 f"{pl._name(r)} on broker {pl.c.broker_ids[b0]} dir "
@@ -47,6 +37,32 @@ def evacuate(pl: Placer) -> None:
             pl.unmet.append({"goal": "evacuate", "why": "stopped by --max-moves/--max-bytes"})
             return
         pl.apply(r, target)
+
+
+def _new_home(pl: Placer, r: int, d0: int, b0: int) -> int:
+    """The directory ``evacuate`` sends replica r (on d0 of broker b0) to, or -1."""
+    target = -1
+    intra = not pl.s.must_leave_broker[d0] and pl.s.intra_ok[b0]
+    rehome = bool(pl.s.rehome[pl.dirs_of[b0]].any()) and not pl.s.hosting[d0]
+    if rehome:
+        target = pl.dest_intra(r, strict=True, rehome=True)
+    if (
+        target < 0
+        and intra
+        and (not pl.s.balance_brokers or pl.b_load[b0] + pl.size_f[r] <= pl.b_hi[b0])
+    ):
+        target = pl.dest_intra(r, strict=True)
+        if target < 0:
+            target = pl.dest_intra(r, strict=False)
+    if target < 0 and pl.s.cross_ok:
+        target = pl.dest_cross(r, strict=False)
+    if target < 0 and intra:
+        target = pl.dest_intra(r, strict=False)
+    if target < 0 and rehome:
+        target = pl.dest_intra(r, strict=False, rehome=True)
+    if target < 0 and pl.s.mode == "full":
+        target = pl.make_room_for(r)
+    return target
 
 
 def fix_racks(pl: Placer) -> None:

@@ -122,24 +122,26 @@ class Placer(PlannerState):
         score = np.where(keep, dir_score(taker_score(count[b], max(hi_c, 1), util), dutil), np.inf)
         return int(cand[int(np.argmin(score))])
 
-    def dest_intra(self, r: int, *, strict: bool) -> int:
+    def dest_intra(self, r: int, *, strict: bool, rehome: bool = False) -> int:
         """``_dest_intra``, timed like ``dest_cross``."""
         t0 = time.perf_counter()
         try:
-            return self._dest_intra(r, strict=strict)
+            return self._dest_intra(r, strict=strict, rehome=rehome)
         finally:
             self._dest_s += time.perf_counter() - t0
             self._dest_n += 1
 
-    def _dest_intra(self, r: int, *, strict: bool) -> int:
-        """Best other directory on r's own broker, or -1."""
+    def _dest_intra(self, r: int, *, strict: bool, rehome: bool = False) -> int:
+        """Best other directory on r's own broker, or -1. ``rehome``: r is in an offline
+        directory and goes to one of ``scope.rehome``."""
         b = int(self.cur_b[r])
-        if not self.s.intra_ok[b]:
+        if not (rehome or self.s.intra_ok[b]):
             return -1
         cand = self.dirs_of[b]
         s = self.size_f[r]
         after = self.dir_load[cand] + s
-        ok = self.recv[cand] & (cand != self.cur_d[r]) & (after <= self.hard[cand])
+        recv = self.s.rehome[cand] if rehome else self.recv[cand]
+        ok = recv & (cand != self.cur_d[r]) & (after <= self.hard[cand])
         if strict:
             add = 0.0 if self.active[int(self.cur_d[r])] else s
             ok &= after <= self.disk_goal.top(self, cand, add)

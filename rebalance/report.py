@@ -299,7 +299,9 @@ def hard_violations(
     moved = (cur_broker != cluster.rep_broker) | (cur_dir != cluster.rep_dir)
     if (cluster.dir_broker[cur_dir] != cur_broker).any():
         problems.append("a replica's directory is not on its broker")
-    bad_dest = moved & ~scope.receivable[cur_dir]
+    # fix-offline: a replica of an offline directory re-homed on its own broker is fine.
+    rehomed = scope.rehome[cur_dir] & (cur_broker == cluster.rep_broker)
+    bad_dest = moved & ~scope.receivable[cur_dir] & ~(rehomed & ~scope.hosting[cluster.rep_dir])
     for r in np.flatnonzero(bad_dest)[:5].tolist():
         d = int(cur_dir[r])
         problems.append(

@@ -52,6 +52,10 @@ class Scope:
     receivable: B8
     #: B: brokers whose directories may trade replicas among themselves.
     intra_ok: B8
+    #: D: fix-offline -- directories that may take the replicas of an offline directory of
+    #: their own broker, and nothing else: Spindle re-creates such a replica live in another
+    #: directory (AlterReplicaLogDirs), where Kafka needs a broker restart (KIP-858).
+    rehome: B8
     #: Replicas may change broker at all.
     cross_ok: bool
     #: Balance goals this mode works on.
@@ -65,7 +69,9 @@ class Scope:
 def build_scope(cluster: Cluster, request: Request) -> Scope:
     """Translate a request into masks. Kafka refuses AlterReplicaLogDirs with
     KAFKA_STORAGE_ERROR on a broker with any offline directory, so such a broker never gets an
-    intra-broker move and never receives a replica with a chosen directory.
+    intra-broker move and never receives a replica with a chosen directory -- except, in
+    fix-offline, the replicas of its offline directory into its live ones (``rehome``: a
+    Spindle broker re-creates them there and refetches them from their leaders).
     """
     mode = request.mode
     if mode not in MODES:
@@ -84,6 +90,11 @@ def build_scope(cluster: Cluster, request: Request) -> Scope:
     if mode == "add-brokers":
         dest_broker &= _new_brokers(cluster, named_brokers)
     receivable = hosting & (state == ACTIVE) & dest_broker[cluster.dir_broker]
+    rehome = np.zeros(cluster.n_dirs, bool)
+    if mode == "fix-offline":
+        # A replica of an offline directory may stay on its broker, in a live directory.
+        must_leave = removed[cluster.dir_broker] & evacuate
+        rehome = hosting & (state == ACTIVE) & broker_has_offline[cluster.dir_broker]
     intra_ok = ~broker_has_offline & (mode in ("full", "intra-broker", "remove-volumes"))
     return Scope(
         mode=mode,
@@ -92,6 +103,7 @@ def build_scope(cluster: Cluster, request: Request) -> Scope:
         hosting=hosting,
         receivable=receivable,
         intra_ok=intra_ok,
+        rehome=rehome,
         cross_ok=mode != "intra-broker",
         balance_brokers=mode in ("full", "add-brokers"),
         balance_disks=mode in ("full", "intra-broker"),

@@ -118,7 +118,7 @@ def test_intra_broker_mode_drains_a_draining_disk_onto_the_same_broker() -> None
     assert result.summary["moves"]["intraBroker"] == 4
 
 
-def test_fix_offline_rehomes_only_offline_replicas_on_other_brokers() -> None:
+def test_fix_offline_rehomes_offline_replicas_in_live_dirs_of_their_broker() -> None:
     doc = balanced_cluster({(1, "/d0"): "Offline"})
     cluster = parse_snapshot(doc)
     result = make_plan(cluster, Request(mode="fix-offline"), goals=Goals())
@@ -126,9 +126,44 @@ def test_fix_offline_rehomes_only_offline_replicas_on_other_brokers() -> None:
     moved = (cur_b != cluster.rep_broker) | (cur_d != cluster.rep_dir)
     on_offline = cluster.dir_state[cluster.rep_dir] == OFFLINE
     assert (moved == on_offline).all()
-    assert (cur_b[moved] != cluster.rep_broker[moved]).all()
-    # The broker with the Offline dir gets no replica (Kafka refuses log-dir moves there).
-    assert not (cur_b[moved] == 1).any()
+    # Broker 1's other disk has room for all four (40 of 100 GiB after): they stay on it.
+    assert (cur_b[moved] == cluster.rep_broker[moved]).all()
+    assert {str(cluster.dir_path[d]) for d in cur_d[moved]} == {"/d1"}
+    assert result.summary["moves"]["intraBroker"] == 4
+    assert result.summary["moves"]["crossBroker"] == 0
+    assert result.summary["unmet"] == []
+    for entry in result.plan["partitions"]:
+        i = entry["replicas"].index(1)
+        assert entry["log_dirs"][i] == "/d1"
+        assert [d for j, d in enumerate(entry["log_dirs"]) if j != i] == ["any"]
+
+
+def test_fix_offline_sends_what_does_not_fit_on_the_broker_to_other_brokers() -> None:
+    doc = balanced_cluster({(1, "/d0"): "Offline"})
+    # Broker 1's live disk: 40 GiB, 20 used; under the 0.8 threshold (32 GiB) two of the four
+    # 5 GiB replicas fit, the other two go to brokers that do not hold their partition.
+    doc["brokers"][1]["logDirs"][1].update(totalBytes=40 * GIB, usableBytes=20 * GIB)
+    cluster = parse_snapshot(doc)
+    result = make_plan(cluster, Request(mode="fix-offline"), goals=Goals())
+    cur_b, cur_d = result.placement
+    moved = (cur_b != cluster.rep_broker) | (cur_d != cluster.rep_dir)
+    assert (moved == (cluster.dir_state[cluster.rep_dir] == OFFLINE)).all()
+    assert result.summary["moves"]["intraBroker"] == 2
+    assert result.summary["moves"]["crossBroker"] == 2
+    stayed = moved & (cur_b == cluster.rep_broker)
+    assert {str(cluster.dir_path[d]) for d in cur_d[stayed]} == {"/d1"}
+    after = {(d["broker"], d["path"]): d for d in result.summary["perDir"]}
+    assert after[(1, "/d1")]["utilisationAfter"] <= 0.8
+    left = moved & (cur_b != cluster.rep_broker)
+    assert not (cluster.broker_ids[cur_b[left]] == 1).any()
+
+
+def test_fix_offline_with_no_room_on_the_broker_moves_everything_to_other_brokers() -> None:
+    doc = balanced_cluster({(1, "/d0"): "Offline"})
+    doc["brokers"][1]["logDirs"][1].update(totalBytes=24 * GIB, usableBytes=4 * GIB)
+    result = plan(doc, "fix-offline")
+    assert result.summary["moves"]["intraBroker"] == 0
+    assert result.summary["moves"]["crossBroker"] == 4
     for entry in result.plan["partitions"]:
         assert 1 not in entry["replicas"]
         assert "any" in entry["log_dirs"]  # replicas that stay are not touched

@@ -11,7 +11,9 @@ broker lists it first, where Kafka's election after the reassignment puts leader
 five greedy passes, a plan that brings no goal closer dropped (``idle``), unmet goals with
 what was tried, no reshaping bytes for count bands out of reach, no refill back to a
 refilled broker; the broker byte band read around the mean a rack can reach where rack
-awareness fixes its bytes outside the band around the cluster mean); a deliberate change to the planner's choices updates them in the same
+awareness fixes its bytes outside the band around the cluster mean; issue 12: fix-offline
+keeps an offline directory's replicas on their broker, in its live directories, where they
+fit -- 9 of the 40 here); a deliberate change to the planner's choices updates them in the same
 commit and says why.
 """
 
@@ -43,7 +45,7 @@ PINS = {
     "full": "e72d1c17cb2f53a0de481facee94657be9d3acea71c0300e1f92774f866669a0",
     "intra-broker": "46e48903b3c9c647883c4fa38b33462cc6e0a4cd2ae83529ce7b6a70d7ae44c6",
     "add-brokers": "db1f8d3ddc2ab00b5d745480bf0655b11ba056648bc82378adb94180981b1a15",
-    "fix-offline": "be5830e76d5b855d045cabca45aba92c16268b4154fa11313fadbba8ed4df700",
+    "fix-offline": "a14beaff48c303b4744f482f4d7659a75e0e88c0d395ba34467197e016b6fe21",
     "remove-volumes": "5e989e1a800aa049feb5cbcdd5b11525b1a4d56365236bb9f7dcdf905e99df5b",
 }
 
