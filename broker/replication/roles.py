@@ -180,5 +180,13 @@ class PartitionRoles:
                 await self.isr_writer.alter_partition_isr(tp, self.node_id, state.leader_epoch, isr)
             except KafkaError as exc:
                 log.warning("%s: isr change to %s refused: %s", tp, isr, exc)
+                if exc.code is ErrorCode.INVALID_REPLICA_ASSIGNMENT:
+                    # Some joiner may not join (its directory failed; a fetch it sent before
+                    # that arrived late and looked caught up). Forget the joiners' positions:
+                    # each comes back with its next own fetch, and one that no longer fetches
+                    # stops blocking the others (a reassignment's new replica waited forever).
+                    for b in expand:
+                        if (follower := state.followers.get(b)) is not None:
+                            follower.log_end_offset = -1
         finally:
             self._pending.discard(tp)
