@@ -30,7 +30,7 @@ import kopf
 from spindle.operator import handlers, metrics, registry, specs
 from spindle.operator.brokers import LogDirClients
 from spindle.operator.kube import BROKERS, PVCS, KubeApi, KubeError
-from spindle.operator.reconcile.remediation import Remediator
+from spindle.operator.reconcile.remediation import Remediator, fix_offline_plan
 from spindle.operator.specs import BrokerSpec, SpecError
 from spindle.operator.specs.reassignment import ClusterView
 from spindle.operator.specs.remediation import RemediationSettings
@@ -180,6 +180,7 @@ def start_probes(memo: kopf.Memo, **_: Any) -> None:
         settings=settings if isinstance(settings, RemediationSettings) else RemediationSettings(),
         metadata=clients.partition_states,
         overrides=overrides,
+        planner=fix_offline_plan,
     )
     memo.cordon = cordon
     memo.move = move

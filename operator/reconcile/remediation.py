@@ -11,7 +11,17 @@ condition laid over what the evidence says (``overlay``). The actions are the on
   those deletions, makes a new claim of the same name and a new Pod, which mounts the new,
   empty file system;
 * ``restart-pod``: delete the Pod the record names (resuming after a crash in between);
-* ``create-reassignment``: a Reassignment replacing this broker in each affected partition.
+* ``create-reassignment``: a Reassignment replacing this broker in each affected partition;
+* ``move`` (MoveReplicas): AlterReplicaLogDirs on the broker for the replicas the planner's
+  ``fix-offline`` mode re-homes in its other directories (a Spindle broker re-creates a
+  replica of an offline directory there live; asked again each pass until it is back in
+  sync -- the broker refuses while it still leads the partition), and the Reassignment for
+  those that go to other brokers.
+
+MoveReplicas asks the planner (``spindle.rebalance``, in-process: a handful of offline
+replicas plan in well under a second) on a fresh snapshot of the cluster
+(``brokers.gather_snapshot``), once, when it starts; without a plan it falls back to the
+broker outside the partition with the fewest replicas.
 
 The cluster's metadata (replicas, ISR, offline replicas) is read only while some volume of
 the broker is Offline or being remediated, from every broker of the cluster (the broker in
@@ -26,6 +36,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from spindle.operator import metrics, specs
+from spindle.operator.brokers import BrokerError, gather_snapshot
 from spindle.operator.kube import BROKERS, PODS, PVCS, REASSIGNMENTS, KubeError
 from spindle.operator.reconcile.context import Context
 from spindle.operator.specs import Obj
@@ -48,6 +59,9 @@ from spindle.operator.specs.volume_state import (
     decide_state,
     find_failure,
 )
+from spindle.rebalance.model import Goals, PlanError, SnapshotError, parse_snapshot
+from spindle.rebalance.pipeline import make_plan
+from spindle.rebalance.scope import Request
 
 LABEL_REMEDIATION = "spindle.io/remediation-of"
 
@@ -59,14 +73,42 @@ class MetadataReader(Protocol):
     def __call__(self, servers: list[str]) -> Mapping[TP, PartitionState]: ...
 
 
+class Planner(Protocol):
+    """The planner's fix-offline plan for the cluster ``servers`` reach (``dir_states``: the
+    states of directories the brokers do not know, e.g. cordoned): its reassignment JSON
+    entries; raises ``FixOfflineUnavailable`` with the reason when there is none."""
+
+    def __call__(
+        self, servers: list[str], dir_states: Mapping[tuple[int, str], str]
+    ) -> list[Obj]: ...
+
+
+class FixOfflineUnavailable(RuntimeError):
+    """No fix-offline plan could be made; the message says why."""
+
+
+def fix_offline_plan(servers: list[str], dir_states: Mapping[tuple[int, str], str]) -> list[Obj]:
+    """A fresh snapshot of the cluster, planned in the planner's ``fix-offline`` mode."""
+    try:
+        doc = gather_snapshot(servers, dir_states=dir_states)
+        result = make_plan(parse_snapshot(doc), Request(mode="fix-offline"), goals=Goals())
+    except (BrokerError, PlanError, SnapshotError) as exc:
+        raise FixOfflineUnavailable(str(exc)) from exc
+    except Exception as exc:  # a Kafka client error, a broker gone mid-read: no plan this pass
+        raise FixOfflineUnavailable(f"the planner could not run: {exc!r}") from exc
+    return [dict(e) for e in result.plan.get("partitions") or ()]
+
+
 @dataclass(frozen=True)
 class Remediator:
-    """What the remediation step needs from the operator: its settings, a metadata reader
-    and where a cluster's brokers listen (``reassignment.bootstrap_for``)."""
+    """What the remediation step needs from the operator: its settings, a metadata reader,
+    where a cluster's brokers listen (``reassignment.bootstrap_for``) and the fix-offline
+    planner (None: MoveReplicas places replicas by the fallback rule)."""
 
     settings: RemediationSettings
     metadata: MetadataReader
     overrides: Mapping[str, str]
+    planner: Planner | None = None
 
 
 def _policy(ctx: Context, settings: RemediationSettings) -> str:
@@ -100,17 +142,48 @@ def _observed(
     return state, failure, str(since)
 
 
+def _servers(ctx: Context, remediator: Remediator, addresses: Mapping[int, str]) -> list[str]:
+    if ctx.broker.cluster in remediator.overrides:
+        return remediator.overrides[ctx.broker.cluster].split(",")
+    return sorted(addresses.values())
+
+
+def _plan(ctx: Context, remediator: Remediator) -> tuple[tuple[Obj, ...] | None, str | None]:
+    """The fix-offline plan for MoveReplicas, or why there is none. This broker's cordoned
+    and draining directories are named (the brokers do not report those states)."""
+    if remediator.planner is None:
+        return None, None
+    states: dict[tuple[int, str], str] = {}
+    for e in ctx.evidence.values():
+        if e.report is None or e.report.error is not None:
+            continue
+        if e.desired == "Drained" or e.report.cordoned:
+            states[(ctx.broker.broker_id, e.report.path)] = (
+                "Draining" if e.desired == "Drained" else "Cordoned"
+            )
+    try:
+        plan = remediator.planner(_servers(ctx, remediator, _brokers(ctx)), states)
+    except FixOfflineUnavailable as exc:
+        return None, str(exc)
+    return tuple(plan), None
+
+
+def _wants_plan(policy: str, observed: str, record: Mapping[str, Any], since: str | None) -> bool:
+    """Is a MoveReplicas about to start for this volume (so the planner is worth asking)?"""
+    if policy != "MoveReplicas" or observed != "Offline":
+        return False
+    phase = record.get("phase")
+    handled = record.get("lastFailure") == since and phase in ("Succeeded", "Failed")
+    return phase not in ACTIVE_PHASES and not handled
+
+
 def _cluster(
     ctx: Context, remediator: Remediator
 ) -> tuple[Mapping[TP, PartitionState] | None, dict[int, int]]:
     """The cluster's partitions (None when no broker answers) and its brokers with their
     replica counts."""
     addresses = _brokers(ctx)
-    servers = (
-        remediator.overrides[ctx.broker.cluster].split(",")
-        if ctx.broker.cluster in remediator.overrides
-        else sorted(addresses.values())
-    )
+    servers = _servers(ctx, remediator, addresses)
     partitions: Mapping[TP, PartitionState] | None
     try:
         partitions = remediator.metadata(servers)
@@ -163,6 +236,10 @@ def remediate(ctx: Context) -> None:
         facts = _facts(ctx, volume.id, policy, observed[volume.id], partitions, brokers)
         others = [n for v, n in busy.items() if v != volume.id]
         facts = replace(facts, busy_with=others[0] if others else None)
+        state, _failure, since = observed[volume.id]
+        if not others and _wants_plan(policy, state, records[volume.id], since):
+            plan, error = _plan(ctx, remediator)
+            facts = replace(facts, plan=plan, plan_error=error)
         step = decide(records[volume.id] or None, facts, now, settings)
         for type_, reason, message in step.events:
             ctx.emit(type_, reason, message)
@@ -276,7 +353,9 @@ def _act(ctx: Context, volume_id: int, step: Step) -> None:
             "RemediationPodRestarted",
             f"{name}: deleted Pod {ctx.broker.name}; it comes back with the new volume",
         )
-    if step.action == "create-reassignment" and step.reassignment is not None:
+    if step.action == "move" and step.intra:
+        _rehome(ctx, name, step)
+    if step.action in ("create-reassignment", "move") and step.reassignment is not None:
         rname, moves = step.reassignment
         body: Obj = {
             "apiVersion": API_VERSION,
@@ -296,6 +375,32 @@ def _act(ctx: Context, volume_id: int, step: Step) -> None:
         except KubeError as exc:
             if exc.status != 409:
                 raise
+
+
+def _rehome(ctx: Context, name: str, step: Step) -> None:
+    """AlterReplicaLogDirs for the replicas MoveReplicas re-homes on this broker. Refusals are
+    retried next pass; only the start and refusals other than the broker's KAFKA_STORAGE_ERROR
+    (it still leads the partition, or the directory failed) are Events."""
+    if ctx.move is None:
+        return
+    moves = {(str(m["topic"]), int(m["partition"])): str(m["dir"]) for m in step.intra}
+    try:
+        refused = ctx.move(ctx.broker, moves)
+    except BrokerUnreachable as exc:
+        ctx.emit("Warning", "RemediationRehomeFailed", f"{name}: {exc}")
+        return
+    if step.events:
+        started = len(moves) - len(refused)
+        ctx.emit(
+            "Normal",
+            "RemediationRehoming",
+            f"{name}: AlterReplicaLogDirs on broker {ctx.broker.broker_id}: {started} of "
+            f"{len(moves)} replica(s) re-created in other directories, refetching from leaders",
+        )
+    odd = {tp: e for tp, e in refused.items() if e != "KafkaStorageError"}
+    if odd:
+        listed = ", ".join(f"{t}-{p}: {e}" for (t, p), e in sorted(odd.items())[:5])
+        ctx.emit("Warning", "RemediationRehomeRefused", f"{name}: broker refused {listed}")
 
 
 def overlay(ctx: Context, volume_id: int, current: Mapping[str, Any], wanted: Obj) -> None:

@@ -18,8 +18,13 @@ Policies (``Broker.spec.remediation.policy``, else the operator's ``--remediatio
   (old claim deleted, Pod restarted, new claim bound) -> ``Rebuilding`` (the broker serves the
   new directory; followers catching up) -> ``Active`` once the broker is back in every ISR
   it belongs to;
-* ``MoveReplicas``: each affected partition gets a new home on another broker (a
-  Reassignment replacing this broker in its replica list); the directory stays Offline;
+* ``MoveReplicas``: each affected partition gets a new home as the planner's ``fix-offline``
+  mode places it (``Facts.plan``): another directory of the same broker where room allows
+  (AlterReplicaLogDirs: a Spindle broker re-creates the replica there live and refetches it
+  from its leader), else another broker (a Reassignment replacing this broker in its replica
+  list). Without a plan (the planner could not run) every replica goes to the broker outside
+  its partition with the fewest replicas. ``Moving`` until every re-homed replica is back in
+  its ISR and the Reassignment completed; the directory stays Offline;
 * ``Auto`` (the default): ``ReplaceVolume`` when every affected partition has an in-sync
   replica on another broker, else report (there is nothing to copy from); a node that is
   gone or not Ready (``NodeLost``) is reported, not answered by deleting its claims.
@@ -51,6 +56,8 @@ ACTIVE_PHASES = frozenset({"Replacing", "Rebuilding", "Moving"})
 SHOWN_STATE = {"Replacing": "Replacing", "Rebuilding": "Rebuilding"}
 #: Failure stamps kept in the record (enough for any sane ``max_failures``).
 HISTORY = 10
+#: Passes MoveReplicas asks the planner for a fix-offline plan before placing without one.
+PLAN_ATTEMPTS = 3
 
 
 class RemediationError(ValueError):
@@ -139,12 +146,17 @@ class Facts:
     brokers: Mapping[int, int] = field(default_factory=dict)
     #: Phase of the Reassignment a MoveReplicas remediation created (None: not found).
     reassignment_phase: str | None = None
+    #: MoveReplicas: the planner's fix-offline plan (reassignment JSON entries with
+    #: ``log_dirs``; None: not asked or not available) and why it is not available.
+    plan: tuple[Obj, ...] | None = None
+    plan_error: str | None = None
 
 
 @dataclass(frozen=True)
 class Step:
     """The next step: ``action`` is one of ``none``, ``replace-claim`` (delete the old claim,
-    then the Pod), ``restart-pod`` (delete the old Pod), ``create-reassignment``."""
+    then the Pod), ``restart-pod`` (delete the old Pod), ``create-reassignment``, ``move``
+    (AlterReplicaLogDirs of ``intra`` on the broker, and the Reassignment if any)."""
 
     action: str
     record: Obj | None
@@ -153,6 +165,8 @@ class Step:
     events: tuple[tuple[str, str, str], ...] = ()
     #: For create-reassignment: its name and partitions ({topic, partition, replicas}).
     reassignment: tuple[str, tuple[Obj, ...]] | None = None
+    #: For move: replicas of this broker to re-home ({topic, partition, dir}).
+    intra: tuple[Obj, ...] = ()
 
 
 def parse_time(stamp: Any) -> datetime.datetime | None:
@@ -362,31 +376,65 @@ def _start_replace(
     )
 
 
-def _start_move(
-    rec: Obj, facts: Facts, now: datetime.datetime, affected: Sequence[TP], source: str
-) -> Step:
+def _planned_homes(
+    facts: Facts, affected: Sequence[TP]
+) -> tuple[list[Obj], list[Obj], list[TP]] | str:
+    """Where the plan puts each affected replica of this broker: re-homed in another of its
+    directories ({topic, partition, dir}), on another broker ({topic, partition, replicas}),
+    or not in the plan (for the fallback rule); a message when a partition has no broker to go
+    to under the fallback rule."""
     parts = facts.partitions or {}
-    targets: list[Obj] = []
-    load = dict(facts.brokers)
+    planned = {(str(e["topic"]), int(e["partition"])): e for e in facts.plan or ()}
+    intra: list[Obj] = []
+    cross: list[Obj] = []
+    rest: list[TP] = []
     for tp in affected:
+        replicas = list(parts[tp].replicas)
+        entry = planned.get(tp)
+        new = [int(b) for b in entry["replicas"]] if entry is not None else None
+        dirs = list((entry or {}).get("log_dirs") or [])
+        if new == replicas and len(dirs) == len(new) and dirs[new.index(facts.broker_id)] != "any":
+            intra.append(
+                {"topic": tp[0], "partition": tp[1], "dir": dirs[new.index(facts.broker_id)]}
+            )
+        elif new is not None and facts.broker_id not in new:
+            cross.append({"topic": tp[0], "partition": tp[1], "replicas": new})
+        else:
+            rest.append(tp)
+    load = dict(facts.brokers)
+    for tp in rest:
         replicas = list(parts[tp].replicas)
         candidates = [b for b in sorted(load) if b not in replicas and b != facts.broker_id]
         if not candidates:
-            return _hold(
-                rec,
-                "Unsafe",
-                f"MoveReplicas: no broker outside {tp[0]}-{tp[1]}'s replicas {replicas} to move it to",
-            )
+            return f"MoveReplicas: no broker outside {tp[0]}-{tp[1]}'s replicas {replicas} to move it to"
         dest = min(candidates, key=lambda b: (load[b], b))
         load[dest] += 1
-        targets.append(
+        cross.append(
             {
                 "topic": tp[0],
                 "partition": tp[1],
                 "replicas": [dest if r == facts.broker_id else r for r in replicas],
             }
         )
-    if not targets:
+    return intra, cross, rest
+
+
+def _start_move(
+    rec: Obj, facts: Facts, now: datetime.datetime, affected: Sequence[TP], source: str
+) -> Step:
+    attempts = int(rec.get("planAttempts") or 0)
+    if facts.plan is None and facts.plan_error and attempts < PLAN_ATTEMPTS:
+        # Often passing (a snapshot taken while a replica was being created): ask again.
+        message = (
+            f"MoveReplicas: no fix-offline plan yet ({facts.plan_error}); asking the planner "
+            f"again ({attempts + 1} of {PLAN_ATTEMPTS})"
+        )
+        return _hold({**rec, "planAttempts": attempts + 1}, "Waiting", message)
+    homes = _planned_homes(facts, affected)
+    if isinstance(homes, str):
+        return _hold(rec, "Unsafe", homes)
+    intra, targets, unplanned = homes
+    if not targets and not intra:
         done = {
             **rec,
             "phase": "Succeeded",
@@ -396,6 +444,12 @@ def _start_move(
         }
         return Step("none", done, None, _cond("False", "Succeeded", done["message"]))
     name = f"{facts.volume}-move-{now.astimezone(datetime.UTC).strftime('%Y%m%d%H%M%S')}"
+    message = f"re-homing {len(intra)} replica(s) in other directories of broker {facts.broker_id}"
+    if targets:
+        message += f", moving {len(targets)} to other brokers (Reassignment {name})"
+    if unplanned:
+        why = facts.plan_error or "not in the plan"
+        message += f"; {len(unplanned)} placed without the planner ({why})"
     new: Obj = {
         **rec,
         "policy": "MoveReplicas",
@@ -403,23 +457,27 @@ def _start_move(
         "startedAt": stamp(now),
         "lastFailure": facts.failure_since,
         "source": source,
-        "reassignment": name,
+        "reassignment": name if targets else None,  # None: removed by the merge patch
+        "created": None,
+        "planAttempts": None,
         "moves": targets,
-        "partitions": len(targets),
-        "message": f"moving {len(targets)} replica(s) to other brokers (Reassignment {name})",
+        "intra": intra,
+        "partitions": len(targets) + len(intra),
+        "message": message,
     }
     event = (
         "Normal",
         "RemediationStarted",
-        f"{facts.volume} ({source}): MoveReplicas -- {new['message']}",
+        f"{facts.volume} ({source}): MoveReplicas -- {message}",
     )
     return Step(
-        "create-reassignment",
+        "move",
         new,
         None,
-        _cond("True", "Moving", new["message"]),
+        _cond("True", "Moving", message),
         (event,),
-        reassignment=(name, tuple(targets)),
+        reassignment=(name, tuple(targets)) if targets else None,
+        intra=tuple(intra),
     )
 
 
@@ -523,20 +581,21 @@ def _rebuilding(rec: Obj, facts: Facts, now: datetime.datetime) -> Step:
     return Step("none", new, None, _cond("False", "Succeeded", message), (event,))
 
 
+def rehomed(facts: Facts, move: Mapping[str, Any]) -> bool:
+    """A re-homed replica is done: the broker serves it from an online directory and it is
+    back in its partition's ISR."""
+    tp = (str(move.get("topic")), int(move.get("partition") or 0))
+    part = (facts.partitions or {}).get(tp)
+    return part is not None and tp in facts.broker_hosted and facts.broker_id in part.isr
+
+
 def _moving(rec: Obj, facts: Facts, now: datetime.datetime) -> Step:
     name = rec.get("reassignment")
-    if facts.reassignment_phase == "Completed":
-        message = f"Reassignment {name} completed after {_elapsed(rec, now)}; the directory's replicas live on other brokers"
-        new = {**rec, "phase": "Succeeded", "message": message, "finishedAt": stamp(now)}
-        return Step(
-            "none",
-            new,
-            None,
-            _cond("False", "Succeeded", message),
-            (("Normal", "RemediationSucceeded", f"{facts.volume}: {message}"),),
-        )
-    if facts.reassignment_phase in ("Failed", "Cancelled") or (
-        facts.reassignment_phase is None and rec.get("created")
+    intra = [m for m in rec.get("intra") or [] if isinstance(m, dict)]
+    pending = tuple(m for m in intra if not rehomed(facts, m))
+    if name and (
+        facts.reassignment_phase in ("Failed", "Cancelled")
+        or (facts.reassignment_phase is None and rec.get("created"))
     ):
         message = f"Reassignment {name} ended {facts.reassignment_phase or 'missing'}"
         new = {**rec, "phase": "Failed", "message": message, "finishedAt": stamp(now)}
@@ -547,16 +606,43 @@ def _moving(rec: Obj, facts: Facts, now: datetime.datetime) -> Step:
             _cond("False", "Failed", message),
             (("Warning", "RemediationFailed", f"{facts.volume}: {message}"),),
         )
-    if facts.reassignment_phase is None:
+    if not pending and (not name or facts.reassignment_phase == "Completed"):
+        parts = []
+        if intra:
+            parts.append(
+                f"{len(intra)} replica(s) re-homed in other directories of broker {facts.broker_id} and back in sync"
+            )
+        if name:
+            parts.append(f"Reassignment {name} completed")
+        message = f"{'; '.join(parts)} after {_elapsed(rec, now)}"
+        new = {**rec, "phase": "Succeeded", "message": message, "finishedAt": stamp(now)}
+        return Step(
+            "none",
+            new,
+            None,
+            _cond("False", "Succeeded", message),
+            (("Normal", "RemediationSucceeded", f"{facts.volume}: {message}"),),
+        )
+    reassignment = None
+    waiting = []
+    if intra:
+        waiting.append(f"{len(intra) - len(pending)} of {len(intra)} re-homed replica(s) in sync")
+    if name and facts.reassignment_phase is None:
         # Resumed after the record was written but before the Reassignment was created.
         moves = tuple(m for m in rec.get("moves") or [] if isinstance(m, dict))
-        return Step(
-            "create-reassignment",
-            rec,
-            None,
-            _cond("True", "Moving", str(rec.get("message"))),
-            reassignment=(str(name), moves),
-        )
-    return _waiting(
-        {**rec, "created": True}, "Moving", f"Reassignment {name} is {facts.reassignment_phase}"
+        reassignment = (str(name), moves)
+        waiting.append(f"creating Reassignment {name}")
+    elif name:
+        rec = {**rec, "created": True}
+        waiting.append(f"Reassignment {name} is {facts.reassignment_phase}")
+    # Re-homing is idempotent: asked again until done (refused while the broker still leads).
+    action = "move" if pending or reassignment else "none"
+    step = _waiting(rec, "Moving", "; ".join(waiting), action)
+    return Step(
+        step.action,
+        step.record,
+        step.state,
+        step.condition,
+        reassignment=reassignment,
+        intra=pending,
     )

@@ -427,14 +427,18 @@ def quiet_broker(scene: Scene) -> tuple[int, str, list[str]]:
     raise AssertionError(f"no broker with every volume Active: {by_broker}")
 
 
-def test_move_replicas_gives_a_full_disks_replicas_homes_on_other_brokers(scene: Scene) -> None:
+def test_move_replicas_rehomes_a_full_disks_replicas_in_another_directory_of_the_broker(
+    scene: Scene,
+) -> None:
     """Broker policy MoveReplicas. A topic replicated twice lands in one directory of that
-    broker (its other two cordoned), and that file system fills up for real (every free block
-    allocated) while records keep coming: the broker's writes there fail with ENOSPC, the
-    LogVolume goes Offline (source IOError), the operator creates a Reassignment replacing the
-    broker in each affected partition's replicas, the LogVolume's remediation record says
-    Succeeded with the moves; no partition lists the broker any more, and every acknowledged
-    record of the topic reads back."""
+    broker (its other two cordoned); then one of the other two is uncordoned, and the first
+    file system fills up for real (every free block allocated) while records keep coming: the
+    broker's writes there fail with ENOSPC, the LogVolume goes Offline (source IOError), the
+    planner's fix-offline mode keeps every affected replica on the broker in the uncordoned
+    directory (room there), the operator re-homes them with AlterReplicaLogDirs (the broker
+    re-creates them there live and refetches them), no Reassignment; the remediation record
+    says Succeeded once they are back in sync; the broker still holds every partition it held,
+    in that directory, and every acknowledged record of the topic reads back."""
     broker_id, target, others = quiet_broker(scene)
     broker_name = BROKERS[broker_id]
     scene.kube.kubectl(
@@ -459,6 +463,10 @@ def test_move_replicas_gives_a_full_disks_replicas_homes_on_other_brokers(scene:
         what=f"{target} holding broker {broker_id}'s {len(affected)} replicas of moved",
         timeout=120,
     )  # fmt: skip
+    home = others[0]  # room for the replicas when the target fails: open it again
+    desire(scene, home, "Active")
+    wait_state(scene, home, {"Active"}, timeout=90)
+    home_path = scene.lv(home)["path"]
     pv = scene.lv(target)["pvName"]
     filled_at = time.monotonic()
     volumes.fail(scene.kube.state_dir / "volumes", pv, Failure.FULL)
@@ -489,17 +497,26 @@ def test_move_replicas_gives_a_full_disks_replicas_homes_on_other_brokers(scene:
         f"{target}: {record['message']} ({scene.timings['disk-full->moved']:.1f} s after the fill)"
     )
     assert (record["phase"], record["policy"]) == ("Succeeded", "MoveReplicas"), record
-    assert sorted(m["partition"] for m in record["moves"] if m["topic"] == "moved") == affected
+    # Room in the broker's other open directory: every affected replica stays on the broker.
+    assert sorted(m["partition"] for m in record["intra"] if m["topic"] == "moved") == affected
+    assert {m["dir"] for m in record["intra"]} == {home_path}, record
+    assert not record.get("moves"), record
+    assert not record.get("reassignment"), record
     status = scene.lv(target)
     assert status["state"] == "Offline"
     conditions = {c["type"]: c for c in status["conditions"]}
     assert (conditions["Remediating"]["status"], conditions["Remediating"]["reason"]) == (
         "False", "Succeeded",
     )  # fmt: skip
-    assert scene.demo.get("reassignment", record["reassignment"])["status"]["phase"] == "Completed"
+    assert scene.events("RemediationRehoming")
     after = on_node(scene, "replicas", "--topic", "moved", "--partitions", "0")
-    assert all(broker_id not in r for r in after.values()), after
-    assert all(len(r) == 2 for r in after.values()), after
+    assert after == before, (before, after)  # same brokers: the replicas changed directory
+    scene.demo.wait_for(
+        lambda: {p["partition"] for p in scene.lv(home).get("partitions") or []
+                 if p["topic"] == "moved"} >= set(affected),
+        what=f"{home} listing broker {broker_id}'s {len(affected)} re-homed replicas of moved",
+        timeout=60,
+    )  # fmt: skip
     late_acked = late.returncode == 0
     print(f"late producer: {'every record acked' if late_acked else late_err.decode()[-300:]}")
     read = on_node(scene, "read", "--topic", "moved", "--partitions", str(MOVED_PARTITIONS),

@@ -277,9 +277,10 @@ def test_a_new_failure_while_rebuilding_fails_the_remediation_then_cools_down() 
     }
 
 
-def test_move_replicas_replaces_the_broker_in_each_partition_with_the_least_loaded() -> None:
+def test_move_replicas_without_a_plan_replaces_the_broker_with_the_least_loaded() -> None:
     step = step_at(None, replace(OFFLINE, policy="MoveReplicas"), 1)
-    assert step.action == "create-reassignment"
+    assert step.action == "move"
+    assert step.intra == ()
     assert step.state is None  # the directory stays Offline
     assert step.reassignment is not None
     name, moves = step.reassignment
@@ -294,7 +295,7 @@ def test_move_replicas_replaces_the_broker_in_each_partition_with_the_least_load
     assert record["phase"] == "Moving"
     # Restarted before the Reassignment existed: it is created (same name, same moves).
     resumed = step_at(record, replace(OFFLINE, policy="MoveReplicas"), 3)
-    assert resumed.action == "create-reassignment"
+    assert resumed.action == "move"
     assert resumed.reassignment == (name, moves)
     moving = step_at(record, replace(OFFLINE, reassignment_phase="Moving"), 5)
     assert moving.action == "none"
@@ -304,6 +305,66 @@ def test_move_replicas_replaces_the_broker_in_each_partition_with_the_least_load
     assert done.record["phase"] == "Succeeded"
     # The same failure is not remediated twice (the directory is still Offline).
     assert step_at(done.record, OFFLINE, 60).action == "none"
+
+
+#: The planner's fix-offline plan for SAFE: orders-0 stays on broker 1 in /d1 (room there);
+#: orders-1 goes to broker 3 (it did not fit).
+PLAN = (
+    {"topic": "orders", "partition": 0, "replicas": [1, 0, 2], "log_dirs": ["/d1", "any", "any"]},
+    {"topic": "orders", "partition": 1, "replicas": [0, 3, 2], "log_dirs": ["any", "/d0", "any"]},
+)
+
+
+def test_move_replicas_rehomes_on_the_broker_what_the_plan_keeps_there_and_moves_the_rest() -> None:
+    facts = replace(OFFLINE, policy="MoveReplicas", plan=PLAN)
+    step = step_at(None, facts, 1)
+    assert step.action == "move"
+    assert step.intra == ({"topic": "orders", "partition": 0, "dir": "/d1"},)
+    assert step.reassignment is not None
+    _name, moves = step.reassignment
+    assert list(moves) == [{"topic": "orders", "partition": 1, "replicas": [0, 3, 2]}]
+    record = step.record
+    assert record is not None
+    assert record["phase"] == "Moving"
+    assert record["intra"] == [{"topic": "orders", "partition": 0, "dir": "/d1"}]
+    assert "re-homing 1 replica(s) in other directories of broker 1" in record["message"]
+    # Broker 1 still leads orders-0 or has not caught up: asked again, the Reassignment waits.
+    waiting = step_at(record, replace(facts, reassignment_phase="Moving"), 5)
+    assert waiting.action == "move"
+    assert waiting.intra == step.intra
+    assert waiting.reassignment is None
+    assert waiting.record is not None
+    assert "0 of 1 re-homed replica(s) in sync" in waiting.record["message"]
+    # Served from /d1 and back in the ISR, but the Reassignment still runs: not done yet.
+    synced = {**SAFE, ("orders", 0): PartitionState((1, 0, 2), (0, 2, 1))}
+    back = replace(facts, partitions=synced, broker_hosted=frozenset({("orders", 0), ("logs", 0)}))
+    half = step_at(waiting.record, replace(back, reassignment_phase="Moving"), 9)
+    assert half.action == "none"
+    assert half.record is not None
+    assert half.record["phase"] == "Moving"
+    done = step_at(half.record, replace(back, reassignment_phase="Completed"), 30)
+    assert done.record is not None
+    assert done.record["phase"] == "Succeeded"
+    assert [e[1] for e in done.events] == ["RemediationSucceeded"]
+    assert "1 replica(s) re-homed" in done.record["message"]
+
+
+def test_move_replicas_that_all_fit_on_the_broker_needs_no_reassignment() -> None:
+    plan = (
+        PLAN[0],
+        {**PLAN[0], "partition": 1, "replicas": [0, 1, 2], "log_dirs": ["any", "/d1", "any"]},
+    )
+    facts = replace(OFFLINE, policy="MoveReplicas", plan=plan)
+    step = step_at(None, facts, 1)
+    assert step.reassignment is None
+    assert [m["partition"] for m in step.intra] == [0, 1]
+    assert step.record is not None
+    assert step.record["reassignment"] is None
+    synced = {tp: PartitionState(p.replicas, (*p.isr, 1)) for tp, p in SAFE.items()}
+    back = replace(facts, partitions=synced, broker_hosted=frozenset(synced))
+    done = step_at(step.record, back, 20)
+    assert done.record is not None
+    assert done.record["phase"] == "Succeeded"
 
 
 def test_move_replicas_moves_what_the_volume_listed_before_the_metadata_marks_it_offline() -> None:
@@ -350,3 +411,21 @@ def test_settings_and_policies_are_checked_with_clear_messages() -> None:
     spec = BrokerSpec.from_body(broker_body(remediation={"policy": "Manual"}))
     assert spec.remediation_policy == "Manual"
     assert BrokerSpec.from_body(broker_body()).remediation_policy is None
+
+
+def test_move_replicas_asks_the_planner_again_then_places_without_it() -> None:
+    facts = replace(OFFLINE, policy="MoveReplicas", plan_error="snapshot again: r-1 lags")
+    record = None
+    for attempt in (1, 2, 3):
+        step = step_at(record, facts, attempt)
+        assert step.action == "none"
+        assert step.record is not None
+        assert (step.record["phase"], step.record["planAttempts"]) == ("Waiting", attempt)
+        assert "snapshot again: r-1 lags" in step.record["message"]
+        record = step.record
+    placed = step_at(record, facts, 4)
+    assert placed.action == "move"
+    assert placed.reassignment is not None  # the fallback: broker 3 for both partitions
+    assert placed.record is not None
+    assert placed.record["planAttempts"] is None  # removed from the status (merge patch)
+    assert "2 placed without the planner (snapshot again: r-1 lags)" in placed.record["message"]
