@@ -4,12 +4,16 @@ half of Kafka's ``LogManager``).
 - **Checkpoints.** Each directory's ``recovery-point-offset-checkpoint``,
   ``log-start-offset-checkpoint`` and ``replication-offset-checkpoint`` are written from memory,
   one writer per directory at a time, atomically (all three files renamed into place). The
-  periodic recovery-point checkpoint only records where each log has been flushed (on roll,
-  by the mover before a swap, at shutdown); it flushes nothing itself, as Kafka's
+  periodic recovery-point checkpoint only records where each log has been flushed (its rolled
+  segments, below; by the mover before a swap; at shutdown); it flushes nothing itself, as Kafka's
   ``checkpointLogRecoveryOffsets`` does not: fsyncing every log's tail every minute held each
   partition's lock (which appends on the event loop wait for) for a journal commit per file,
   tens to hundreds of milliseconds under load, and made the page cache's write-back the
   broker's own. After a crash, start-up re-validates whatever lies past the recovery point.
+- **Rolled segments.** Every tick, each log's segments rolled since its last flush are
+  flushed (``Log.flush_rolled``: the data without the partition lock, then the index files
+  under it) and its recovery point moves to the active segment; Kafka schedules the same flush
+  when a segment rolls. The append that rolls no longer waits for it on the event loop.
 - **Retention.** Segments past ``log.retention.ms``/``log.retention.bytes`` are deleted.
 - **Schedule.** :meth:`Housekeeper.run` runs whichever task is due by the injected clock;
   with ``background`` a ``log-housekeeping`` thread calls it twice a second, otherwise tests
@@ -116,6 +120,12 @@ class Housekeeper:
             with contextlib.suppress(KafkaStorageError):
                 self.checkpoint_dir(path)
 
+    def flush_rolled(self) -> None:
+        """Flush every log's segments rolled since its last flush (errors go offline)."""
+        for lg in list(self._manager.logs().values()):
+            with contextlib.suppress(KafkaStorageError):
+                lg.flush_rolled()
+
     # --- retention and the schedule --------------------------------------------------------
 
     def run_retention(self) -> int:
@@ -131,6 +141,7 @@ class Housekeeper:
         """Run whatever periodic task is due by the injected clock (retention, checkpoints)."""
         now = self._manager.clock.wall_ms()
         s = self._manager.settings
+        self.flush_rolled()
         if self._due("retention", now, s.log_retention_check_interval_ms):
             self.run_retention()
         # Each records offsets held in memory (module docstring: no flush here).

@@ -308,11 +308,13 @@ class Log:
         return self._roll(next_offset)
 
     def _roll(self, base_offset: int) -> Segment:
-        active = self._segments[-1]
-        active.flush()
+        """Start a new active segment. The rolled one is flushed later, off the append path
+        (:meth:`flush_rolled`, from housekeeping), as Kafka schedules that flush instead of
+        running it in the append: appends run on the broker's event loop, and an fsync of a
+        whole segment's dirty pages (up to ``log.segment.bytes``) there stalled every client
+        for as long as the disk took. Until then the recovery point stays below it."""
         new = self._new_segment(base_offset)
         self._segments.append(new)
-        self.recovery_point = max(self.recovery_point, active.next_offset)
         return new
 
     def roll(self) -> None:
@@ -331,14 +333,28 @@ class Log:
         stall every read and append of the partition, and the protocol layer reads on its
         event loop. What the second, locked pass still has to write back is little.
         """
+        self._flush(active=True)
+
+    def flush_rolled(self) -> bool:
+        """Flush the segments rolled since the last flush, not the active one, and move the
+        recovery point to the active segment's base (housekeeping calls this for every log,
+        see :meth:`_roll`); False if there was nothing to flush."""
+        if self.closed or self.recovery_point >= self._segments[-1].base_offset:
+            return False  # read without the lock: a hint, rechecked under it
+        self._flush(active=False)
+        return True
+
+    def _unflushed(self, *, active: bool) -> list[Segment]:
+        last = self._segments[-1]
+        if not active:
+            return [s for s in self._segments[:-1] if s.next_offset > self.recovery_point]
+        return [s for s in self._segments if s.next_offset > self.recovery_point or s is last]
+
+    def _flush(self, *, active: bool) -> None:
         with self.lock:
             self._check_usable()
             with self._guard("flush"):
-                fds = [
-                    seg.dup_fd()
-                    for seg in self._segments
-                    if seg.next_offset > self.recovery_point or seg is self._segments[-1]
-                ]
+                fds = [seg.dup_fd() for seg in self._unflushed(active=active)]
         try:
             with self._guard("flush"):
                 for fd in fds:
@@ -349,10 +365,12 @@ class Log:
         with self.lock:
             self._check_usable()
             with self._guard("flush"):
-                for seg in self._segments:
-                    if seg.next_offset > self.recovery_point or seg is self._segments[-1]:
-                        seg.flush()
-            self.recovery_point = self.log_end_offset
+                for seg in self._unflushed(active=active):
+                    seg.flush()
+            if active:
+                self.recovery_point = self.log_end_offset
+            else:
+                self.recovery_point = max(self.recovery_point, self._segments[-1].base_offset)
 
     # --- reading ---------------------------------------------------------------------------
 

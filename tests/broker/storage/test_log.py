@@ -324,3 +324,28 @@ def test_offsets_by_timestamp_and_time_retention_survive_a_restart(
     assert lm3.run_retention() == 2
     assert log3.log_start_offset == 16
     assert _batches(log3.read(16, 170).records) == [(16, 16)]
+
+
+def test_a_roll_leaves_its_flush_to_housekeeping_and_a_crash_before_it_keeps_every_record(
+    open_manager: Opener, dirs: list[str], clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lm = open_manager(dirs, clock=clock, **{"log.segment.bytes": 700})
+    log = lm.get_or_create_log(TP)
+    synced = _spy_fsync(monkeypatch)
+    for _ in range(9):
+        log.append(build_batch([b"r" * 150]))  # three a segment: rolls at 3 and 6
+    assert log.segment_count == 3
+    assert synced == []  # the appends that rolled (on the event loop) waited for no fsync
+    assert log.recovery_point == 0
+    lm.run_housekeeping()  # every tick flushes what has rolled
+    states = log.segment_states()
+    assert log.recovery_point == 6
+    assert {states[0].log_path, states[1].log_path} <= set(synced)
+    assert states[2].log_path not in synced  # the active segment is left to the page cache
+    for _ in range(3):
+        log.append(build_batch([b"s" * 150]))  # rolls at 9, not flushed before the crash
+    crash(lm)
+    log2 = open_manager(dirs, clock=clock, **{"log.segment.bytes": 700}).get_log(TP)
+    assert log2 is not None
+    assert log2.log_end_offset == 12
+    assert len(validate(log2.read(6, 1 << 20).records)) == 3
