@@ -10,7 +10,10 @@ replicas; it fills the manager's tables and returns what the manager must act on
 - each replica directory is loaded with its checkpoints (recovery point, log start offset,
   high watermark); an unclean shutdown (no marker) recovers segments past the recovery point;
   ``-delete`` directories are scheduled for deletion, ``-stray`` and other names are skipped;
-  two live (or two future) replicas of one partition refuse start-up, naming both;
+  two live (or two future) replicas of one partition refuse start-up, naming both -- unless
+  one of two live copies was re-created live for the other (Spindle's re-homing of a replica
+  whose directory failed, ``REHOMED_FILE``) later than the other was: that one is kept and the
+  other, the failed directory's copy readable again, is renamed ``-stray``;
 - future replicas follow seed 000's crash rules (:func:`recover_moves`).
 """
 
@@ -47,9 +50,12 @@ from spindle.broker.storage.logdir import (
 from spindle.broker.storage.names import (
     DELETE_SUFFIX,
     FUTURE_SUFFIX,
+    REHOMED_FILE,
+    STRAY_SUFFIX,
     TOPIC_FILE,
     parse_dir_name,
     partition_dir_name,
+    suffixed_dir_name,
 )
 from spindle.broker.storage.segment import LOG_SUFFIX, Segment
 from spindle.broker.storage.settings import StorageSettings
@@ -168,6 +174,11 @@ class LogLoader:
         for tp, lg in loaded:
             table = futures if lg.is_future else logs
             other = table.get(tp)
+            if other is not None and not lg.is_future:
+                kept = self._superseding(other, lg)
+                if kept is not None:
+                    table[tp] = kept
+                    continue
             if other is not None:
                 kind = "future replicas" if lg.is_future else "live replicas"
                 raise StorageStartupError(
@@ -175,6 +186,36 @@ class LogLoader:
                     f"remove one before starting"
                 )
             table[tp] = lg
+
+    def _rehomed_at(self, lg: Log) -> int:
+        """The re-homing stamp of a live replica, 0 if it has none."""
+        stamp = os.path.join(lg.dir_path, REHOMED_FILE)
+        with self._failures.guard(lg.logdir_path, f"reading {stamp}"):
+            if not os.path.exists(stamp):
+                return 0
+            with open(stamp, encoding="utf-8") as f:
+                text = f.read().strip()
+        return int(text) if text.isdigit() else 0
+
+    def _superseding(self, a: Log, b: Log) -> Log | None:
+        """Of two live copies of one partition, the one re-homed later, the other renamed
+        ``-stray`` (kept, never loaded); None when neither was re-homed after the other."""
+        at_a, at_b = self._rehomed_at(a), self._rehomed_at(b)
+        if at_a == at_b:
+            return None
+        kept, stale = (a, b) if at_a > at_b else (b, a)
+        stray = os.path.join(stale.logdir_path, suffixed_dir_name(stale.tp, STRAY_SUFFIX))
+        stale.close()
+        with self._failures.guard(stale.logdir_path, f"setting {stale.dir_path} aside"):
+            os.rename(stale.dir_path, stray)
+        log.warning(
+            "%s: %s was re-created live for the copy in %s, which is set aside as %s",
+            kept.tp,
+            kept.dir_path,
+            stale.logdir_path,
+            stray,
+        )
+        return kept
 
     def _load_replicas(
         self, d: LogDir, checkpoints: _DirCheckpoints, loaded: list[tuple[TopicPartition, Log]]

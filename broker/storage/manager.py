@@ -47,6 +47,7 @@ from spindle.broker.storage.mover import MoveJob, ReplicaMover, StepHook
 from spindle.broker.storage.names import (
     DELETE_SUFFIX,
     FUTURE_SUFFIX,
+    REHOMED_FILE,
     partition_dir_name,
     suffixed_dir_name,
 )
@@ -327,9 +328,11 @@ class LogManager:
         """Spindle extension of AlterReplicaLogDirs for a replica in an offline directory: a new,
         empty replica in ``dest_path`` (online, not cordoned) that the replica layer refetches
         from the leader -- live, where Kafka waits for a restart (KIP-858 LOST). The old files
-        stay (nothing touches an offline directory). Idempotent. LOG_DIR_NOT_FOUND;
-        KAFKA_STORAGE_ERROR (destination offline or holding such a directory already);
-        INVALID_REPLICA_ASSIGNMENT (cordoned); REPLICA_NOT_AVAILABLE (not offline here)."""
+        stay (nothing touches an offline directory); the new replica is stamped
+        (``REHOMED_FILE``) so that it wins over them at a restart (loader). Idempotent.
+        LOG_DIR_NOT_FOUND; KAFKA_STORAGE_ERROR (destination offline or holding such a
+        directory already); INVALID_REPLICA_ASSIGNMENT (cordoned); REPLICA_NOT_AVAILABLE (not
+        offline here)."""
         dest = os.path.normpath(dest_path) if dest_path else dest_path
         if dest not in self._dirs:
             return ErrorCode.LOG_DIR_NOT_FOUND
@@ -351,6 +354,9 @@ class LogManager:
                     clock=self.clock,
                     failures=self.failures,
                 )
+                stamp = os.path.join(target, REHOMED_FILE)
+                with self.failures.guard(dest, f"writing {stamp}"), open(stamp, "w") as f:
+                    f.write(f"{self.clock.wall_ms()}\n")
             except KafkaError as exc:
                 return exc.code
             with self._lock:

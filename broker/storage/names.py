@@ -25,6 +25,10 @@ def partition_dir_name(tp: TopicPartition) -> str:
 NAME_MAX = 255
 TOPIC_FILE = "partition.topic"
 """Inside a future replica whose directory name had to cut the topic: the full topic name."""
+REHOMED_FILE = "rehomed-at"
+"""Inside a replica re-created live for one in an offline directory (Spindle): when, in wall
+milliseconds. At start-up it wins over another live copy of the partition with an older (or
+no) stamp -- the failed directory's, readable again -- which is set aside as ``-stray``."""
 
 
 def suffixed_dir_name(tp: TopicPartition, suffix: str) -> str:

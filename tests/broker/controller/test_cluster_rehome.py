@@ -12,7 +12,9 @@ also in dir1. dir1 fails under an idempotent acks=all producer. Then, against br
 * ``moved``'s replicas into dir2: accepted, and accepted again (idempotent); the controller
   records dir2 for them, broker 1 rejoins their ISR, and the broker never restarted;
 * with brokers 2 and 3 stopped, broker 1 leads ``moved`` from the re-homed replicas and every
-  acknowledged record reads back from it, at the offset it was acknowledged with.
+  acknowledged record reads back from it, at the offset it was acknowledged with;
+* dir1 healed and broker 1 restarted, it starts (two copies of a partition would otherwise
+  refuse start-up): the re-homed copies win, the old ones are set aside as ``-stray``.
 """
 
 from __future__ import annotations
@@ -158,3 +160,14 @@ def test_a_replica_in_a_failed_dir_is_rehomed_live_in_another_dir_of_its_broker(
     print(result)
     result.check()
     assert result.acked >= 400
+
+    # dir1 readable again, broker 1 restarts: the re-homed copies win, the old ones are set
+    # aside as -stray (kept, not loaded); alone-0, never re-homed, loads from dir1 as before.
+    remount(dir1, "rw")
+    b1.stop()
+    b1.start()
+    cluster.wait_unfenced([1])
+    strays = sorted(n.split(".")[0] for n in os.listdir(dir1) if n.endswith("-stray"))
+    assert strays == ["moved-0", "moved-1"]
+    assert (Path(dir1) / "alone-0").is_dir()
+    assert (Path(dir2) / "moved-0").is_dir()
