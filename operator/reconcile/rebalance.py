@@ -3,9 +3,10 @@ with ``status.phase`` (and the ConfigMap the planner wrote) as the only memory.
 
 Phases and what moves a Rebalance on:
 
-- ``Pending`` → ``Planning``: the planner workload is launched (``workloads.planner``: a Job
-  running Spark in local mode, or ``spark-submit`` in cluster mode); it snapshots the brokers
-  itself and writes ``<name>-plan``.
+- ``Pending`` → ``Snapshotting``: the planner workload is launched (``workloads.planner``: a
+  Job running Spark in local mode, or ``spark-submit`` in cluster mode); it snapshots the
+  brokers itself (Metadata + DescribeLogDirs) and writes ``<name>-plan``.
+- ``Snapshotting`` → ``Planning`` once the workload has written its snapshot's time there.
 - ``Planning`` → ``ProposalReady`` once the ConfigMap holds a plan (the proposal goes to
   ``status.proposal``), or ``Failed`` with the planner's reason (a hard goal no placement
   meets) or the Pod's.
@@ -138,7 +139,11 @@ def start(ctx: Pass) -> None:
     ctx.status.update(plannerJob=ctx.plan_name, planningStartTime=ctx.stamp)
     ctx.status.pop("proposal", None)
     mode = (ctx.spec.get("planner") or {}).get("mode") or "Job"
-    ctx.phase("Planning", "PlannerStarted", f"planner {mode} {ctx.plan_name} started")
+    ctx.phase(
+        "Snapshotting",
+        "PlannerStarted",
+        f"planner {mode} {ctx.plan_name} started; it takes the brokers' snapshot first",
+    )
 
 
 def planning(ctx: Pass) -> None:
@@ -163,6 +168,8 @@ def planning(ctx: Pass) -> None:
             f"{ctx.status['proposal']['moves']} moves proposed; approve to execute",
         )
         return
+    if docs and docs.get("snapshotTime"):
+        ctx.phase("Planning", "SnapshotTaken", f"brokers' snapshot taken at {docs['snapshotTime']}")
     state = planner.job_state(ctx.api, ctx.ns, ctx.plan_name)
     if state is None:
         ctx.status["phase"] = "Pending"  # the Job went away before writing: plan again
@@ -345,6 +352,7 @@ Step = Callable[[Pass], None]
 #: The step for each phase; a pass runs one (status written after it).
 STEPS: dict[str, Step] = {
     "Pending": start,
+    "Snapshotting": planning,
     "Planning": planning,
     "ProposalReady": proposal_ready,
     "Executing": executing,

@@ -8,6 +8,8 @@ the operator's process.
 1. Snapshot: Metadata + DescribeLogDirs from the brokers themselves
    (``spindle.operator.brokers.gather_snapshot``), so nothing large crosses the API server.
 2. Plan: the planner's own entry (``spindle.rebalance.cli``), goals from the Rebalance.
+   Once the snapshot is taken, ``snapshotTime`` alone is written to the ConfigMap, so the
+   Rebalance shows ``Planning`` instead of ``Snapshotting`` while the plan is made.
 3. Write the ConfigMap ``<rebalance>-plan``: ``plan.json``, ``summary.json``, ``moves.json``
    (each replica move with source and destination broker and directory), ``election.json``
    (the partitions whose preferred leader the plan changes, in ``kafka-leader-election
@@ -31,6 +33,7 @@ import gzip
 import json
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -98,10 +101,13 @@ def _write(api: KubeApi, namespace: str, name: str, payload: dict[str, Any]) -> 
         api.request("PUT", CONFIGMAPS.path(namespace, name), body=body)
 
 
-def plan(args: argparse.Namespace) -> dict[str, str]:
-    """Snapshot and plan; the documents to write."""
+def plan(
+    args: argparse.Namespace, on_snapshot: Callable[[str], None] = lambda taken: None
+) -> dict[str, str]:
+    """Snapshot (``on_snapshot`` is told when it was taken) and plan; the documents to write."""
     snapshot = gather_snapshot(args.bootstrap.split(","))
     taken = _now()
+    on_snapshot(taken)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         (work / "snapshot.json").write_text(json.dumps(snapshot))
@@ -134,8 +140,12 @@ def plan(args: argparse.Namespace) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     api = KubeApi.from_environment()
+
+    def snapshotted(taken: str) -> None:
+        _write(api, args.namespace, args.configmap, {"data": {"snapshotTime": taken}})
+
     try:
-        payload = encode(plan(args))
+        payload = encode(plan(args, snapshotted))
     except (PlanError, SnapshotError, SnapshotBuildError, ValueError) as exc:
         print(f"plan_job: {exc}", file=sys.stderr)
         _write(api, args.namespace, args.configmap, {"data": {"error": str(exc)}})

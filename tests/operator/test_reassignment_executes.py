@@ -204,12 +204,17 @@ def test_rebalance_plans_proposes_and_executes_once_approved(world: World) -> No
         "spec": {"cluster": CLUSTER, "mode": "intra-broker", "maxConcurrentMoves": 3,
                  "planner": {"mode": "Job"}},
     }))  # fmt: skip
-    w.wait_phase("rb", "Planning", kind="rebalance")
+    w.wait_phase("rb", "Snapshotting", kind="rebalance")
     job = w.ns.get("job", "rb-plan")
     assert job["spec"]["template"]["spec"]["serviceAccountName"] == "spindle-planner"
     done = w.run_planner_job("rb-plan")
     assert done.returncode == 0, done.stderr[-3000:]
     status = w.wait_phase("rb", "ProposalReady", kind="rebalance")
+    # Snapshotting -> Planning once the job wrote its snapshot's time (Spark then takes
+    # seconds to start; the operator looks every 2 s), each step an Event.
+    steps = [e["reason"] for e in w.ns.items("events") if e["involvedObject"]["name"] == "rb"]
+    print(steps)
+    assert {"PlannerStarted", "SnapshotTaken", "ProposalReady"} <= set(steps), steps
     proposal = status["proposal"]
     assert proposal["mode"] == "intra-broker"
     assert proposal["planner"] in {"greedy", "exact"}
@@ -248,7 +253,7 @@ def test_rebalance_plans_proposes_and_executes_once_approved(world: World) -> No
     w.ns.kubectl("patch", "rebalance", "rb", "--type=merge", "-p", '{"spec":{"proposalTtl":"15m"}}')
     body = w.ns.get("rebalance", "rb")
     assert "spindle.io/approve" not in (body["metadata"].get("annotations") or {}), body
-    w.wait_phase("rb", "Planning", kind="rebalance")
+    w.wait_phase("rb", "Snapshotting", kind="rebalance")
     again = w.run_planner_job("rb-plan")
     assert again.returncode == 0, again.stderr[-3000:]
     status = w.wait_phase("rb", "ProposalReady", kind="rebalance")
