@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -55,9 +56,13 @@ def _produce_move_and_kill(dirs: list[str], step: str, count: int) -> tuple[Acke
                 r = child.call({"op": "append", "tp": ["mv", p], "values": values})
                 acked[("mv", p)].append((r["base"], values))
         assert child.call({"op": "move", "tp": ["mv", 0], "dir": dirs[1]})["code"] == "NONE"
-        # Keep producing to both partitions until the child stops at the step.
+        # Keep producing to both partitions until the child stops at the step. After the
+        # first few hundred, at a pace the mover can overtake: its copy threads run at nice
+        # 10, and on a busy machine appends flat out could keep it from ever catching up.
         paused = None
-        for i in range(60, 10_000):
+        for i in range(60, 20_000):
+            if i > 500:
+                time.sleep(0.002)
             key = ("mv", i % 2)
             values = [f"p{key[1]}-{i}-late"]
             child.send({"op": "append", "tp": list(key), "values": values})
