@@ -168,15 +168,6 @@ def _plan(ctx: Context, remediator: Remediator) -> tuple[tuple[Obj, ...] | None,
     return tuple(plan), None
 
 
-def _wants_plan(policy: str, observed: str, record: Mapping[str, Any], since: str | None) -> bool:
-    """Is a MoveReplicas about to start for this volume (so the planner is worth asking)?"""
-    if policy != "MoveReplicas" or observed != "Offline":
-        return False
-    phase = record.get("phase")
-    handled = record.get("lastFailure") == since and phase in ("Succeeded", "Failed")
-    return phase not in ACTIVE_PHASES and not handled
-
-
 def _cluster(
     ctx: Context, remediator: Remediator
 ) -> tuple[Mapping[TP, PartitionState] | None, dict[int, int]]:
@@ -236,11 +227,13 @@ def remediate(ctx: Context) -> None:
         facts = _facts(ctx, volume.id, policy, observed[volume.id], partitions, brokers)
         others = [n for v, n in busy.items() if v != volume.id]
         facts = replace(facts, busy_with=others[0] if others else None)
-        state, _failure, since = observed[volume.id]
-        if not others and _wants_plan(policy, state, records[volume.id], since):
+        step = decide(records[volume.id] or None, facts, now, settings)
+        if step.action == "move" and records[volume.id].get("phase") not in ACTIVE_PHASES:
+            # A MoveReplicas about to start: only now is the planner worth asking (a snapshot
+            # of every broker's directories), and the decision is taken again with its plan.
             plan, error = _plan(ctx, remediator)
             facts = replace(facts, plan=plan, plan_error=error)
-        step = decide(records[volume.id] or None, facts, now, settings)
+            step = decide(records[volume.id] or None, facts, now, settings)
         for type_, reason, message in step.events:
             ctx.emit(type_, reason, message)
             _count(reason, step.record or {})
