@@ -10,18 +10,27 @@ Kafka, not from the greedy:
   - such a broker can only lose bytes, replicas and leaders (by sending replicas to other
     brokers, when the mode allows cross-broker moves at all);
   - its directories' band is relative to its own Active mean, which falls as it sheds: the
-    lowest mean it can reach with every directory at or under the band's top is the fixed
-    point ``u* = sum_d min(L_d, f * u* * T_d) / sum_d T_d``; a directory below
-    ``(2 - f) * u*`` can never be raised into the band. Shedding that would take the broker
-    below its own byte band trades one goal for another and is not counted as achievable.
-    Jointly with that byte band: the broker must keep at least its band's floor ``F``, so its
-    Active dirs' mean stays at or above ``u_keep = (F - cordoned bytes) / Active capacity``;
-    a directory holding less than ``(2 - f) * u_keep`` of its capacity is below its band at
-    every mean the byte band allows (it can only lose bytes), so the disk band is out of
-    reach together with the byte band, whichever one a plan gives up. It is reported against
-    the disk goal, the plan keeping the byte band (violations seed 2 at 6000 replicas: broker
-    8, 13 GB above its byte floor, cannot shed its 1.38x dir, and its 0.84x dir needs a mean
-    6 % under what the floor allows).
+    mean it reaches by shedding every directory down to the band's top and no further is the
+    fixed point ``u* = sum_d min(L_d, f * u* * T_d) / sum_d T_d``. Where no byte band binds
+    the broker (the mode does not balance brokers, or it is below its byte band already), a
+    directory below ``(2 - f) * u*`` is not counted as achievable: raising it would take
+    shedding more than any band asks (a policy: it trades bytes moved, or a byte band
+    already missed, for the disk band). Shedding that would take the broker below its own
+    byte band trades one goal for another and is not counted as achievable either.
+    Where the broker's byte band binds, ``u*`` is the wrong reference: it is the *highest*
+    mean with every directory under the top, and shedding a little more from the others
+    lowers the mean further while keeping them in band. The broker must keep at least its
+    byte band's floor ``F``, so its Active dirs' mean stays at or above ``u_keep = (F -
+    cordoned bytes) / Active capacity``; a directory below the band at ``u_keep`` (holding
+    less than ``(2 - f) * u_keep`` of its capacity) is below it at every mean the byte band
+    allows, so the disk band is out of reach together with the byte band, whichever one a
+    plan gives up; it is reported against the disk goal (the plan keeps the byte band). Why
+    the change: against ``u*`` a directory could be called out of reach that a plan then
+    brought into band (6 brokers x 4 disks, an Offline dir, seed 9718: broker 1's data-2 at
+    0.87 of ``u*``), and one reachable at ``u*`` but not at ``u_keep > u*`` was called
+    achievable (violations seed 2 at 6000 replicas: broker 8, 13 GB above its byte floor,
+    cannot shed its 1.38x dir, and its 0.84x dir needs a mean 6 % under what the floor
+    allows).
 
 Everything else (brokers that may receive and rebalance their disks) is treated as
 achievable: fractional reasoning, so a broker whose single replica is larger than its band is
@@ -177,13 +186,13 @@ class _Reach:
         )
         for d, ld, td in zip(dirs.tolist(), lo_d.tolist(), t_d.tolist(), strict=True):
             ratio_now = ld / td / u if u > 0 else 1.0
-            if ld < band_floor(db, u) * td * (1 - 1e-9):
+            if u_keep <= 0 and ld < band_floor(db, u) * td * (1 - 1e-9):
                 out[d] = (
                     closed_why + f"; its disks can only lose bytes, and even with the others "
                     f"shed to the band's top this dir stays at {ratio_now:.4f} of the mean "
                     f"(band floor {band_floor(db, 1.0):.2f})"
                 )
-            elif u_keep > u and ld < band_floor(db, u_keep) * td * (1 - 1e-9):
+            elif u_keep > 0 and ld < band_floor(db, u_keep) * td * (1 - 1e-9):
                 out[d] = (
                     closed_why + f"; its disks can only lose bytes, and to stay in its own "
                     f"byte band the broker keeps its Active dirs' mean at {u_keep:.4f} or more, "

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from spindle.rebalance.achievable import blocked_disk_mean
+from spindle.rebalance.achievable import blocked_disk_mean, unachievable
 from spindle.rebalance.generator import Shape, generate
-from spindle.rebalance.goals import SOFT_GOALS
+from spindle.rebalance.goals import DISK_BYTES, SOFT_GOALS
 from spindle.rebalance.goals.rack import rack_share
 from spindle.rebalance.model import OFFLINE, Goals, PlanError
 from spindle.rebalance.pipeline import make_plan
@@ -110,8 +110,53 @@ def test_disks_of_a_broker_that_can_only_lose_bytes_settle_at_the_fixed_point() 
     final = np.minimum(load, 1.1 * u * total)
     assert final.sum() / total.sum() == pytest.approx(u)
     assert (final <= 1.1 * u * total + 1e-9).all()
-    # Dirs can only lose: 50 stays below 0.9x of that mean, so it can never be in band.
+    # Shedding only down to the band's top leaves 50 below 0.9x of that mean; shedding more
+    # (the first dir to 55) lowers the mean to 0.55 and brings all three into band: u* is no
+    # limit where the broker's byte band lets it shed further (achievable's u_keep).
     assert load[1] < 0.9 * u * total[1]
+    more = np.array([55.0, 50.0, 60.0])
+    m = more.sum() / total.sum()
+    assert (more <= load).all()
+    assert m < u
+    assert ((more >= 0.9 * m * total) & (more <= 1.1 * m * total)).all()
+
+
+@pytest.mark.parametrize(
+    ("brokers", "racks", "seed"),
+    [(6, 1, 9718), (10, 3, 7762)],
+)
+def test_a_directory_called_out_of_reach_is_never_one_the_plan_brings_into_band(
+    brokers: int, racks: int, seed: int
+) -> None:
+    # Each cluster has a broker with an Offline dir (it can only shed) and room above its
+    # byte band's floor; one of its dirs sits under 0.9x the mean reached by shedding only to
+    # the band's top (u*), which achievable used to call out of reach. The plan sheds a
+    # little more and brings every dir into band, so none may be called out of reach.
+    cluster = generate(
+        Shape(
+            brokers=brokers,
+            disks=4,
+            replicas=3000,
+            racks=racks,
+            offline_dirs=1,
+            draining_dirs=1,
+            new_brokers=1,
+            seed=seed,
+        )
+    )
+    scope = build_scope(cluster, Request(mode="full"))
+    out_of_reach = unachievable(cluster, scope, Goals())[DISK_BYTES]
+    result = make_plan(cluster, Request(mode="full"), goals=Goals(), detail=False)
+    status = result.summary["goalStatus"][DISK_BYTES]
+    assert status["status"] == "met"
+    assert out_of_reach == {}
+    # The dir u* would have excused, brought into band by the plan.
+    b = int(cluster.dir_broker[cluster.dir_state == OFFLINE][0])
+    active = np.flatnonzero((cluster.dir_broker == b) & (cluster.dir_state != OFFLINE))
+    load = np.bincount(cluster.rep_dir, weights=cluster.rep_size, minlength=cluster.n_dirs)
+    load = load + cluster.dir_external()
+    u = blocked_disk_mean(load[active], cluster.dir_total[active].astype(float), 1.1)
+    assert (load[active] < 0.9 * u * cluster.dir_total[active]).any()
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
