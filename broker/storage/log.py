@@ -354,7 +354,10 @@ class Log:
         with self.lock:
             self._check_usable()
             with self._guard("flush"):
-                fds = [seg.dup_fd() for seg in self._unflushed(active=active)]
+                segments = self._unflushed(active=active)
+                fds = [seg.dup_fd() for seg in segments]
+        for seg in segments:
+            seg.pack_indexes()  # the bulk of the Python work, also without the lock
         try:
             with self._guard("flush"):
                 for fd in fds:

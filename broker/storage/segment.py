@@ -28,6 +28,7 @@ import bisect
 import contextlib
 import os
 import struct
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -134,32 +135,50 @@ class _PackedIndex:
     all costs ~0.1 s of Python, and flushes run under the partition lock (the mover's swap,
     checkpoints), stalling every append meanwhile. :meth:`reset` when the list is rebuilt;
     as a guard, a list that no longer holds the last packed entry in its place is repacked.
+
+    Thread-safe (its own lock), so that ``Log`` can :meth:`pack` the bulk before taking the
+    partition lock for the flush: the lists it is given only grow, or are replaced whole.
     """
 
-    __slots__ = ("_count", "_last", "_pack", "_raw")
+    __slots__ = ("_count", "_last", "_lock", "_pack", "_raw")
 
     def __init__(self, pack: Callable[[tuple[int, int]], bytes]) -> None:
         self._pack = pack
         self._raw = bytearray()
         self._count = 0
         self._last: tuple[int, int] | None = None
+        self._lock = threading.Lock()
 
     def reset(self) -> None:
+        with self._lock:
+            self._reset()
+
+    def _reset(self) -> None:
         self._raw.clear()
         self._count = 0
         self._last = None
 
-    def raw(self, entries: list[tuple[int, int]]) -> bytes:
-        """The file content for ``entries``."""
+    def pack(self, entries: list[tuple[int, int]]) -> None:
+        """Pack the entries of ``entries`` not packed yet (all of them if it is another list)."""
+        with self._lock:
+            self._pack_new(entries)
+
+    def _pack_new(self, entries: list[tuple[int, int]]) -> None:
         n = self._count
         if n > len(entries) or (n and entries[n - 1] != self._last):
-            self.reset()
+            self._reset()
             n = 0
-        if len(entries) > n:
-            self._raw += b"".join(map(self._pack, entries[n:]))
-            self._count = len(entries)
-            self._last = entries[-1]
-        return bytes(self._raw)
+        new = entries[n:]  # one slice: entries appended meanwhile wait for the next call
+        if new:
+            self._raw += b"".join(map(self._pack, new))
+            self._count = n + len(new)
+            self._last = new[-1]
+
+    def raw(self, entries: list[tuple[int, int]]) -> bytes:
+        """The file content for ``entries``."""
+        with self._lock:
+            self._pack_new(entries)
+            return bytes(self._raw)
 
 
 class Segment:
@@ -473,6 +492,15 @@ class Segment:
         self._rebuild(0, check_crc=False)
         self._index_dirty = True
         return self.next_offset
+
+    def pack_indexes(self) -> None:
+        """Pack the index entries added since the last flush, so that :meth:`flush` finds
+        little left to pack. Safe without the partition lock (``Log`` calls it before taking
+        the lock for a flush): the lists only grow or are replaced whole, and each packer has
+        its own lock; packing a rolled 1 GiB segment's ~260K entries under the partition lock
+        stalled its appends (on the event loop) for ~0.1 s."""
+        self._packed_index.pack(self._index)
+        self._packed_times.pack(self._time_index)
 
     def flush(self) -> None:
         """Make the data and both indexes durable (the time index gets a final entry for the

@@ -349,3 +349,25 @@ def test_a_roll_leaves_its_flush_to_housekeeping_and_a_crash_before_it_keeps_eve
     assert log2 is not None
     assert log2.log_end_offset == 12
     assert len(validate(log2.read(6, 1 << 20).records)) == 3
+
+
+def test_a_flush_packs_the_index_entries_before_it_takes_the_partition_lock(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    lm = open_manager(dirs, **{"log.segment.bytes": 16 << 10, "log.index.interval.bytes": 0})
+    log = lm.get_or_create_log(TP)
+    for _ in range(300):
+        log.append(build_batch([b"p" * 200]))  # an index entry per batch, several rolls
+    locked: list[tuple[int, int]] = []
+    free: list[tuple[int, int]] = []
+    for seg in log._segments:
+        real = seg._packed_index._pack
+
+        def pack(entry: tuple[int, int], real: Callable[..., bytes] = real) -> bytes:
+            (locked if log.lock._is_owned() else free).append(entry)
+            return real(entry)
+
+        seg._packed_index._pack = pack
+    log.flush()
+    assert len(free) == 300  # every entry, packed before the locked pass
+    assert locked == []
