@@ -159,34 +159,17 @@ def _reconcile_locked(
     # What the probe loop (volume_handlers) last heard from the broker: a reconcile holding
     # this Broker's lock never waits on a broker (an unreachable one costs seconds).
     probe = memo.get("last_probe")
+    # What both passes take from the operator's memo (the probe loop's clients and answers).
+    shared = {k: memo.get(k) for k in ("failed_pvs", "cordon", "move", "cluster_view",
+                                        "config_defaults")}  # fmt: skip
     try:
         if refresh and probe is not None:
             ctx = refresh_broker(
-                api,
-                body,
-                now=now,
-                emit=emit,
-                probe=probe,
-                failed_pvs=memo.get("failed_pvs"),
-                cordon=memo.get("cordon"),
-                move=memo.get("move"),
-                cluster_view=memo.get("cluster_view"),
-                config_defaults=memo.get("config_defaults"),
-                remediator=memo.get("remediator"),
-            )
+                api, body, now=now, emit=emit, probe=probe, remediator=memo.get("remediator"),
+                **shared,
+            )  # fmt: skip
         else:
-            ctx = reconcile_broker(
-                api,
-                body,
-                now=now,
-                emit=emit,
-                probe=probe,
-                failed_pvs=memo.get("failed_pvs"),
-                cordon=memo.get("cordon"),
-                move=memo.get("move"),
-                cluster_view=memo.get("cluster_view"),
-                config_defaults=memo.get("config_defaults"),
-            )
+            ctx = reconcile_broker(api, body, now=now, emit=emit, probe=probe, **shared)
         metrics.record_logvolumes(
             namespace, name, [*ctx.logvolumes.values(), *ctx.released_logvolumes.values()]
         )
@@ -327,30 +310,25 @@ def _on_event(
         pass_once(memo, kind, key[1], name, logger)
 
 
+#: Final phases of the two kinds ``progress_event`` takes, by plural.
+FINAL_BY_KIND = {"reassignments": FINAL_PHASES, "rebalances": REBALANCE_FINAL}
+
+
 @kopf.on.event(specs.GROUP, specs.VERSION, "reassignments")
-def reassignment_event(
-    event: Mapping[str, Any],
-    body: Mapping[str, Any],
-    namespace: str | None,
-    name: str,
-    memo: kopf.Memo,
-    logger: logging.Logger | logging.LoggerAdapter[Any],
-    **_: Any,
-) -> None:
-    _on_event("reassignments", event, body, namespace, name, memo, logger, FINAL_PHASES)
-
-
 @kopf.on.event(specs.GROUP, specs.VERSION, "rebalances")
-def rebalance_event(
+def progress_event(
     event: Mapping[str, Any],
     body: Mapping[str, Any],
     namespace: str | None,
     name: str,
     memo: kopf.Memo,
     logger: logging.Logger | logging.LoggerAdapter[Any],
+    resource: kopf.Resource,
     **_: Any,
 ) -> None:
-    _on_event("rebalances", event, body, namespace, name, memo, logger, REBALANCE_FINAL)
+    """A Reassignment's or a Rebalance's event (kopf says which in ``resource``)."""
+    kind = resource.plural
+    _on_event(kind, event, body, namespace, name, memo, logger, FINAL_BY_KIND[kind])
 
 
 def _watch_reassignments(memo: kopf.Memo) -> None:

@@ -168,6 +168,29 @@ REFRESH_STEPS: tuple[Step, ...] = (
 )
 
 
+def _begin(
+    api: KubeApi,
+    body: Mapping[str, Any],
+    *,
+    failed_pvs: Mapping[str, str] | None,
+    config_defaults: Mapping[str, str] | None,
+    **options: Any,
+) -> Context:
+    """A pass's Context with the storage read and checked: how both passes begin
+    (``options`` are Context's own fields: now, emit, probe, cordon, move, ...)."""
+    ctx = Context(
+        api=api,
+        body=body,
+        broker=BrokerSpec.from_body(body, config_defaults=config_defaults),
+        failed_pvs=failed_pvs or {},
+        **options,
+    )
+    read_storage(ctx)
+    read_released(ctx)
+    check_storage(ctx)
+    return ctx
+
+
 def reconcile_broker(
     api: KubeApi,
     body: Mapping[str, Any],
@@ -182,21 +205,10 @@ def reconcile_broker(
     config_defaults: Mapping[str, str] | None = None,
 ) -> Context:
     """Run the steps for one Broker. A refused storage change touches nothing but status."""
-    ctx = Context(
-        api=api,
-        body=body,
-        broker=BrokerSpec.from_body(body, config_defaults=config_defaults),
-        now=now,
-        emit=emit,
-        probe=probe,
-        failed_pvs=failed_pvs or {},
-        cordon=cordon,
-        move=move,
-        cluster_view=cluster_view,
-    )
-    read_storage(ctx)
-    read_released(ctx)
-    check_storage(ctx)
+    ctx = _begin(
+        api, body, failed_pvs=failed_pvs, config_defaults=config_defaults, now=now, emit=emit,
+        probe=probe, cordon=cordon, move=move, cluster_view=cluster_view,
+    )  # fmt: skip
     if ctx.diff.allowed:
         for step in STEPS:
             step(ctx)
@@ -222,22 +234,10 @@ def refresh_broker(
 ) -> Context:
     """The periodic pass: observe the broker's volumes (DescribeLogDirs, claims, PVs, health
     Events, node) and write LogVolume and Broker status. Applies nothing."""
-    ctx = Context(
-        api=api,
-        body=body,
-        broker=BrokerSpec.from_body(body, config_defaults=config_defaults),
-        now=now,
-        emit=emit,
-        probe=probe,
-        failed_pvs=failed_pvs or {},
-        cordon=cordon,
-        move=move,
-        cluster_view=cluster_view,
-        remediator=remediator,
-    )
-    read_storage(ctx)
-    read_released(ctx)
-    check_storage(ctx)
+    ctx = _begin(
+        api, body, failed_pvs=failed_pvs, config_defaults=config_defaults, now=now, emit=emit,
+        probe=probe, cordon=cordon, move=move, cluster_view=cluster_view, remediator=remediator,
+    )  # fmt: skip
     if not ctx.diff.allowed and _refusal_is_new(ctx):
         # Whichever pass first writes the refusal into the condition says so once: a later
         # reconcile finds the condition already there and stays silent.
