@@ -1,7 +1,8 @@
 """The part of the broker that owns disks (KIP-112, KIP-113, KIP-858), split as Kafka splits it:
 
 - ``logdir``: one configured directory (``meta.properties``, lock, clean-shutdown marker);
-- ``segment``, ``log``: one segment's files, one partition's log; ``names``: replica dir names;
+- ``segment``, ``log``: one segment's files, one partition's log; ``packed_index``: a segment's
+  indexes as file bytes; ``names``: replica dir names;
 - ``manager``: the LogManager (every directory and replica, placement, moves, failures);
 - ``loader``: start-up loading and recovery; ``housekeeping``: checkpoints, retention, deletes;
 - ``failure``: the one failure channel; ``mover``: the replica mover; ``throttle``;

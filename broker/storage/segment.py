@@ -28,8 +28,7 @@ import bisect
 import contextlib
 import os
 import struct
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from spindle.broker.records.batch import (
@@ -38,6 +37,7 @@ from spindle.broker.records.batch import (
     read_prefix,
     valid_prefix,
 )
+from spindle.broker.storage.packed_index import PackedIndex, adopt_entries
 from spindle.broker.storage.writeback import start_writeback
 
 LOG_SUFFIX = ".log"
@@ -127,60 +127,6 @@ def _writev_all(fd: int, parts: Sequence[bytes | bytearray | memoryview]) -> Non
             pending[0] = pending[0][written:]
 
 
-class _PackedIndex:
-    """The file bytes of an in-memory index, packed as entries arrive.
-
-    Between rebuilds an index only grows, so a flush packs just the entries added since the
-    previous flush instead of all of them: a 1 GiB segment holds ~260K entries, packing them
-    all costs ~0.1 s of Python, and flushes run under the partition lock (the mover's swap,
-    checkpoints), stalling every append meanwhile. :meth:`reset` when the list is rebuilt;
-    as a guard, a list that no longer holds the last packed entry in its place is repacked.
-
-    Thread-safe (its own lock), so that ``Log`` can :meth:`pack` the bulk before taking the
-    partition lock for the flush: the lists it is given only grow, or are replaced whole.
-    """
-
-    __slots__ = ("_count", "_last", "_lock", "_pack", "_raw")
-
-    def __init__(self, pack: Callable[[tuple[int, int]], bytes]) -> None:
-        self._pack = pack
-        self._raw = bytearray()
-        self._count = 0
-        self._last: tuple[int, int] | None = None
-        self._lock = threading.Lock()
-
-    def reset(self) -> None:
-        with self._lock:
-            self._reset()
-
-    def _reset(self) -> None:
-        self._raw.clear()
-        self._count = 0
-        self._last = None
-
-    def pack(self, entries: list[tuple[int, int]]) -> None:
-        """Pack the entries of ``entries`` not packed yet (all of them if it is another list)."""
-        with self._lock:
-            self._pack_new(entries)
-
-    def _pack_new(self, entries: list[tuple[int, int]]) -> None:
-        n = self._count
-        if n > len(entries) or (n and entries[n - 1] != self._last):
-            self._reset()
-            n = 0
-        new = entries[n:]  # one slice: entries appended meanwhile wait for the next call
-        if new:
-            self._raw += b"".join(map(self._pack, new))
-            self._count = n + len(new)
-            self._last = new[-1]
-
-    def raw(self, entries: list[tuple[int, int]]) -> bytes:
-        """The file content for ``entries``."""
-        with self._lock:
-            self._pack_new(entries)
-            return bytes(self._raw)
-
-
 class Segment:
     """One ``.log``/``.index`` pair of a partition log (see module docstring)."""
 
@@ -202,8 +148,8 @@ class Segment:
         """Largest record timestamp so far; None = unknown until a scan (time index lost)."""
         self._max_timestamp_offset = -1
         self._time_index: list[tuple[int, int]] = []
-        self._packed_index = _PackedIndex(lambda e: _ENTRY.pack(e[0] - base_offset, e[1]))
-        self._packed_times = _PackedIndex(lambda e: _TIME_ENTRY.pack(e[0], e[1] - base_offset))
+        self._packed_index = PackedIndex(lambda e: _ENTRY.pack(e[0] - base_offset, e[1]))
+        self._packed_times = PackedIndex(lambda e: _TIME_ENTRY.pack(e[0], e[1] - base_offset))
         self._read_fd: int | None = None
         self._index_dirty = False
         self._index_source: list[tuple[int, int]] | None = None
@@ -467,15 +413,15 @@ class Segment:
         (cutting anything a stopped copy left beyond that size). The packed index bytes stay
         where they are still a prefix: the mover adopts ever longer snapshots of one source
         segment (a new generation starts a new future segment); where not (a flush here added
-        a final time-index entry the source lacks), :class:`_PackedIndex` repacks."""
+        a final time-index entry the source lacks), :class:`PackedIndex` repacks."""
         if os.stat(self.log_path).st_size > state.size:
             os.truncate(self.log_path, state.size)
         self.size = state.size
         self.next_offset = state.next_offset
-        self._index, self._index_source = _adopt_entries(
+        self._index, self._index_source = adopt_entries(
             self._index, self._index_source, state.index, state.index_len
         )
-        self._time_index, self._times_source = _adopt_entries(
+        self._time_index, self._times_source = adopt_entries(
             self._time_index, self._times_source, state.time_index, state.time_index_len
         )
         self._max_timestamp = state.max_timestamp
@@ -682,23 +628,6 @@ class Segment:
             self._max_timestamp,
             self._max_timestamp_offset,
         )
-
-
-def _adopt_entries(
-    mine: list[tuple[int, int]],
-    mine_source: list[tuple[int, int]] | None,
-    source: list[tuple[int, int]],
-    count: int,
-) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """(``source[:count]``, ``source``) for :meth:`Segment.adopt_copied`: ``mine`` extended in
-    place when it was taken from this very list and is still a prefix of it (the mover adopts
-    ever longer snapshots of one source segment), so only new entries are copied; otherwise
-    (another list, or a flush here added a final time-index entry the source lacks) a copy."""
-    have = len(mine)
-    if mine_source is source and have <= count and (not have or mine[-1] == source[have - 1]):
-        mine.extend(source[have:count])
-        return mine, source
-    return source[:count], source
 
 
 def _copy_fallback(src_fd: int, dst_fd: int, src_pos: int, dst_pos: int, length: int) -> int:
