@@ -177,9 +177,12 @@ def planning(ctx: Pass) -> None:
         ctx.phase(
             "Failed", "PlannerFailed", state.message or "the planner Job failed", warning=True
         )
-    elif state.phase == "Succeeded" and planner.read_result(ctx.api, ctx.ns, ctx.plan_name) is None:
+    elif state.phase == "Succeeded" and "summary.json" not in (
+        planner.read_result(ctx.api, ctx.ns, ctx.plan_name) or {}
+    ):
         # spark-submit in cluster mode exits 0 when its driver fails; the driver writes the
-        # ConfigMap before it exits, so a finished Job without one means the driver failed.
+        # plan before it exits, so a finished Job without one (at most the snapshot's time)
+        # means the driver failed.
         pods = ", ".join(planner.planner_pods(ctx.api, ctx.ns, str(ctx.meta["name"])))
         ctx.phase(
             "Failed", "PlannerFailed",
