@@ -486,6 +486,19 @@ def _elapsed(rec: Mapping[str, Any], now: datetime.datetime) -> str:
     return f"{(now - started).total_seconds():.0f} s" if started else "?"
 
 
+def _finish(rec: Obj, facts: Facts, now: datetime.datetime, outcome: str, message: str) -> Step:
+    """The remediation ended, ``Succeeded`` or ``Failed``: the record says how and when, and
+    an Event on the volume says so (a Warning for a failure)."""
+    new = {**rec, "phase": outcome, "message": message, "finishedAt": stamp(now)}
+    kind, reason = (
+        ("Normal", "RemediationSucceeded")
+        if outcome == "Succeeded"
+        else ("Warning", "RemediationFailed")
+    )
+    event = (kind, reason, f"{facts.volume}: {message}")
+    return Step("none", new, None, _cond("False", outcome, message), (event,))
+
+
 def _continue(
     rec: Obj, facts: Facts, now: datetime.datetime, settings: RemediationSettings
 ) -> Step:
@@ -503,9 +516,7 @@ def _continue(
                 f"gave up after {int(settings.replace_timeout_seconds)} s in Replacing "
                 f"({step.record.get('message') if step.record else ''})"
             )
-            new = {**rec, "phase": "Failed", "message": message, "finishedAt": stamp(now)}
-            event = ("Warning", "RemediationFailed", f"{facts.volume}: {message}")
-            return Step("none", new, None, _cond("False", "Failed", message), (event,))
+            return _finish(rec, facts, now, "Failed", message)
         return step
     return _rebuilding(rec, facts, now)
 
@@ -559,14 +570,7 @@ def _rebuilding(rec: Obj, facts: Facts, now: datetime.datetime) -> Step:
         and facts.failure_since != rec.get("lastFailure")
     ):
         message = f"the new volume failed too ({facts.failure_source}) while rebuilding"
-        new = {**rec, "phase": "Failed", "message": message, "finishedAt": stamp(now)}
-        return Step(
-            "none",
-            new,
-            None,
-            _cond("False", "Failed", message),
-            (("Warning", "RemediationFailed", f"{facts.volume}: {message}"),),
-        )
+        return _finish(rec, facts, now, "Failed", message)
     if facts.partitions is None or not facts.dir_online:
         return _waiting(rec, "Rebuilding", "waiting for the broker's metadata and directory report")
     behind = lagging(facts)
@@ -576,9 +580,7 @@ def _rebuilding(rec: Obj, facts: Facts, now: datetime.datetime) -> Step:
     message = (
         f"every replica of broker {facts.broker_id} is back in sync after {_elapsed(rec, now)}"
     )
-    new = {**rec, "phase": "Succeeded", "message": message, "finishedAt": stamp(now)}
-    event = ("Normal", "RemediationSucceeded", f"{facts.volume}: {message}")
-    return Step("none", new, None, _cond("False", "Succeeded", message), (event,))
+    return _finish(rec, facts, now, "Succeeded", message)
 
 
 def rehomed(facts: Facts, move: Mapping[str, Any]) -> bool:
@@ -598,14 +600,7 @@ def _moving(rec: Obj, facts: Facts, now: datetime.datetime) -> Step:
         or (facts.reassignment_phase is None and rec.get("created"))
     ):
         message = f"Reassignment {name} ended {facts.reassignment_phase or 'missing'}"
-        new = {**rec, "phase": "Failed", "message": message, "finishedAt": stamp(now)}
-        return Step(
-            "none",
-            new,
-            None,
-            _cond("False", "Failed", message),
-            (("Warning", "RemediationFailed", f"{facts.volume}: {message}"),),
-        )
+        return _finish(rec, facts, now, "Failed", message)
     if not pending and (not name or facts.reassignment_phase == "Completed"):
         parts = []
         if intra:
@@ -615,14 +610,7 @@ def _moving(rec: Obj, facts: Facts, now: datetime.datetime) -> Step:
         if name:
             parts.append(f"Reassignment {name} completed")
         message = f"{'; '.join(parts)} after {_elapsed(rec, now)}"
-        new = {**rec, "phase": "Succeeded", "message": message, "finishedAt": stamp(now)}
-        return Step(
-            "none",
-            new,
-            None,
-            _cond("False", "Succeeded", message),
-            (("Normal", "RemediationSucceeded", f"{facts.volume}: {message}"),),
-        )
+        return _finish(rec, facts, now, "Succeeded", message)
     reassignment = None
     waiting = []
     if intra:
