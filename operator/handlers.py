@@ -284,32 +284,6 @@ def pass_once(
     )
 
 
-def _on_event(
-    kind: str,
-    event: Mapping[str, Any],
-    body: Mapping[str, Any],
-    namespace: str | None,
-    name: str,
-    memo: kopf.Memo,
-    logger: logging.Logger | logging.LoggerAdapter[Any],
-    final: frozenset[str],
-) -> None:
-    """Pass at once when new, changed (``spec.cancel``, ``spec.approve``, ``spec.stop``, the
-    approve annotation), being deleted, or first seen by this operator (start-up); its own
-    status writes are left to the watcher."""
-    key = (kind, namespace or "default", name)
-    if event.get("type") == "DELETED":
-        memo.unfinished.discard(key)
-        return
-    meta, status = body.get("metadata") or {}, body.get("status") or {}
-    changed = status.get("observedGeneration") != meta.get("generation")
-    approve = (meta.get("annotations") or {}).get("spindle.io/approve")
-    if status.get("phase") in final and not changed:
-        return
-    if changed or meta.get("deletionTimestamp") or approve or key not in memo.unfinished:
-        pass_once(memo, kind, key[1], name, logger)
-
-
 #: Final phases of the two kinds ``progress_event`` takes, by plural.
 FINAL_BY_KIND = {"reassignments": FINAL_PHASES, "rebalances": REBALANCE_FINAL}
 
@@ -326,9 +300,22 @@ def progress_event(
     resource: kopf.Resource,
     **_: Any,
 ) -> None:
-    """A Reassignment's or a Rebalance's event (kopf says which in ``resource``)."""
+    """A Reassignment's or a Rebalance's event (kopf says which in ``resource``): pass at once
+    when new, changed (``spec.cancel``, ``spec.approve``, ``spec.stop``, the approve
+    annotation), being deleted, or first seen by this operator (start-up); its own status
+    writes are left to the watcher."""
     kind = resource.plural
-    _on_event(kind, event, body, namespace, name, memo, logger, FINAL_BY_KIND[kind])
+    key = (kind, namespace or "default", name)
+    if event.get("type") == "DELETED":
+        memo.unfinished.discard(key)
+        return
+    meta, status = body.get("metadata") or {}, body.get("status") or {}
+    changed = status.get("observedGeneration") != meta.get("generation")
+    approve = (meta.get("annotations") or {}).get("spindle.io/approve")
+    if status.get("phase") in FINAL_BY_KIND[kind] and not changed:
+        return
+    if changed or meta.get("deletionTimestamp") or approve or key not in memo.unfinished:
+        pass_once(memo, kind, key[1], name, logger)
 
 
 def _watch_reassignments(memo: kopf.Memo) -> None:
