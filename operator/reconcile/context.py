@@ -1,7 +1,9 @@
-"""What one reconcile of a Broker reads and decides, handed from step to step."""
+"""What one reconcile of a Broker reads and decides, handed from step to step; and what a pass
+over a Reassignment or a Rebalance knows either way (``ResourcePass``)."""
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -13,6 +15,24 @@ from spindle.operator.specs.reassignment import ClusterView
 from spindle.operator.specs.release import LABEL_RELEASED
 from spindle.operator.specs.volume_state import DirReport, Evidence
 from spindle.operator.storage_diff import StorageDiff
+
+
+class ResourcePass:
+    """The body and the time of a pass over one Reassignment or Rebalance, and what both
+    derive from them. Each kind's ``Pass`` dataclass declares the two fields."""
+
+    body: Mapping[str, Any]
+    now: datetime.datetime
+
+    @property
+    def meta(self) -> Mapping[str, Any]:
+        meta: Mapping[str, Any] = self.body["metadata"]
+        return meta
+
+    @property
+    def stamp(self) -> str:
+        """The pass's time as status times are written (``now`` is in UTC)."""
+        return self.now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class EventSink(Protocol):

@@ -37,7 +37,7 @@ from typing import Any
 
 from spindle.operator.brokers import BrokerError, ClusterAdmin, cluster_admin
 from spindle.operator.kube import BROKERS, LOGVOLUMES, REASSIGNMENTS, KubeApi
-from spindle.operator.reconcile.context import EventSink
+from spindle.operator.reconcile.context import EventSink, ResourcePass
 from spindle.operator.specs import Condition, merge_conditions
 from spindle.operator.specs import reassignment as plan
 from spindle.operator.specs.names import LABEL_CLUSTER
@@ -49,7 +49,7 @@ NOT_YET = frozenset({"ReplicaNotAvailableError"})
 
 
 @dataclass
-class Pass:
+class Pass(ResourcePass):
     """One pass over one Reassignment: what it read and what it decided."""
 
     api: KubeApi
@@ -62,15 +62,6 @@ class Pass:
     view: plan.ClusterView | None = None
     stop: bool = False
     conditions: list[Condition] = field(default_factory=list)
-
-    @property
-    def meta(self) -> Mapping[str, Any]:
-        meta: Mapping[str, Any] = self.body["metadata"]
-        return meta
-
-    @property
-    def stamp(self) -> str:
-        return self.now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
     @property
     def cancelling(self) -> bool:

@@ -40,7 +40,7 @@ from typing import Any
 from spindle.operator import metrics
 from spindle.operator.brokers import BrokerError, cluster_admin
 from spindle.operator.kube import REASSIGNMENTS, REBALANCES, KubeApi, KubeError
-from spindle.operator.reconcile.context import EventSink
+from spindle.operator.reconcile.context import EventSink, ResourcePass
 from spindle.operator.specs import Condition, merge_conditions
 from spindle.operator.specs import planner as builders
 from spindle.operator.specs import proposal as proposals
@@ -61,7 +61,7 @@ def parse_duration(text: str) -> float:
 
 
 @dataclass
-class Pass:
+class Pass(ResourcePass):
     api: KubeApi
     body: Mapping[str, Any]
     now: datetime.datetime
@@ -70,11 +70,6 @@ class Pass:
     bootstrap: Sequence[str]
     status: dict[str, Any]
     conditions: list[Condition] = field(default_factory=list)
-
-    @property
-    def meta(self) -> Mapping[str, Any]:
-        meta: Mapping[str, Any] = self.body["metadata"]
-        return meta
 
     @property
     def spec(self) -> Mapping[str, Any]:
@@ -88,10 +83,6 @@ class Pass:
     @property
     def plan_name(self) -> str:
         return builders.plan_name(str(self.meta["name"]))
-
-    @property
-    def stamp(self) -> str:
-        return self.now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def phase(self, phase: str, reason: str, message: str, *, warning: bool = False) -> None:
         if self.status.get("phase") != phase:
