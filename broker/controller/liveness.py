@@ -26,14 +26,13 @@ Event loop only; one monitor per controller term (:meth:`SessionMonitor.run` unt
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import itertools
 import logging
 import struct
 import warnings
 from dataclasses import dataclass, field
 
 from spindle.broker.common.clock import Clock, SystemClock
+from spindle.broker.peer import PeerConnection
 
 from .etcd import EtcdClient, EtcdError
 from .store import MetadataStore
@@ -45,42 +44,16 @@ with warnings.catch_warnings():  # kafka-python's schema classes warn on import
 log = logging.getLogger(__name__)
 
 
-class _Probe:
+class _Probe(PeerConnection):
     """One Kafka connection to a broker, asking ApiVersions (v0: every version answers it)."""
-
-    def __init__(self, host: str, port: int, *, client_id: str) -> None:
-        self.host, self.port, self.client_id = host, port, client_id
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._corr = itertools.count(1)
 
     async def ask(self, timeout_s: float) -> None:
         """One request answered (any well-framed answer with our correlation id); raises
         OSError/TimeoutError/ValueError otherwise."""
-        if self._writer is None:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), timeout_s
-            )
-        reader, writer = self._reader, self._writer
-        assert reader is not None
-        assert writer is not None
-        corr = next(self._corr)
-        request = ApiVersionsRequest[0]()
-        request.with_header(correlation_id=corr, client_id=self.client_id)
-        writer.write(bytes(request.encode(header=True, framed=True)))
-        await writer.drain()
-        (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), timeout_s))
-        data = await asyncio.wait_for(reader.readexactly(size), timeout_s)
+        corr, data = await self.exchange(ApiVersionsRequest[0](), timeout_s)
         (answered,) = struct.unpack(">i", data[:4])
         if answered != corr:
             raise ValueError(f"answer to request {answered}, expected {corr}")
-
-    async def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            with contextlib.suppress(OSError):
-                await self._writer.wait_closed()
-        self._reader = self._writer = None
 
 
 @dataclass

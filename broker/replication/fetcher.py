@@ -28,8 +28,6 @@ replica manager keeps the idempotent producers' state from them, as a Kafka foll
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import itertools
 import logging
 import struct
 import warnings
@@ -39,6 +37,7 @@ from typing import Any, Protocol
 
 from spindle.broker.common.errors import ErrorCode, KafkaError, KafkaStorageError
 from spindle.broker.common.ids import TopicPartition
+from spindle.broker.peer import PeerConnection
 from spindle.broker.storage import Log, LogManager
 
 from .leader_epochs import NO_EPOCH
@@ -130,40 +129,16 @@ class Unthrottled:
         return 0.0
 
 
-class LeaderConnection:
-    """One Kafka-protocol connection to a leader broker (requests in order, one at a time)."""
-
-    def __init__(self, host: str, port: int, *, client_id: str) -> None:
-        self.host, self.port, self.client_id = host, port, client_id
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._corr = itertools.count(1)
+class LeaderConnection(PeerConnection):
+    """The connection to a leader broker, its answers decoded (requests in order, one at a
+    time)."""
 
     async def call(self, request: Any, response_cls: Any, *, timeout_s: float) -> Any:
-        if self._writer is None:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), timeout_s
-            )
-        reader, writer = self._reader, self._writer
-        assert reader is not None
-        assert writer is not None
-        corr = next(self._corr)
-        request.with_header(correlation_id=corr, client_id=self.client_id)
-        writer.write(bytes(request.encode(header=True, framed=True)))
-        await writer.drain()
-        (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), timeout_s))
-        data = await asyncio.wait_for(reader.readexactly(size), timeout_s)
+        corr, data = await self.exchange(request, timeout_s)
         response = response_cls.decode(data, version=request.API_VERSION, header=True)
         if response.header.correlation_id != corr:
             raise KafkaError(f"response {response.header.correlation_id} for request {corr}")
         return response
-
-    async def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            with contextlib.suppress(OSError):
-                await self._writer.wait_closed()
-        self._reader = self._writer = None
 
 
 class ReplicaFetcher:
