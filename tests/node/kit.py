@@ -153,3 +153,13 @@ class Kit:
                 "resources": {"requests": {"storage": size}},
             },
         }
+
+
+def pod_ready(kit: Kit, name: str) -> bool:
+    """The Pod ``name`` in the kit's namespace exists and is Ready (for a broker: it runs and
+    its readiness probe, the Kafka port accepting, passes)."""
+    found = kit.kube.kubectl("get", "pod", "-n", kit.namespace, name, "-o", "json", check=False)
+    if found.returncode != 0:
+        return False
+    conditions = json.loads(found.stdout).get("status", {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)

@@ -34,7 +34,7 @@ import pytest
 from controlplane import LocalControlPlane
 from controlplane.node import cluster_dns_command
 
-from .kit import RELEASE, SYSTEM, Kit, install_spindle
+from .kit import RELEASE, SYSTEM, Kit, install_spindle, pod_ready
 from .rebalance_kit import LiveProducer, Sampler
 
 #: The module's set-up (node, image, Helm release, brokers) counts against the first test's
@@ -141,14 +141,6 @@ class Scenario:
             raise AssertionError(
                 f"timed out waiting for {what}\n{pods}\noperator:\n{log}"
             ) from None
-
-
-def pod_ready(kit: Kit, name: str) -> bool:
-    found = kit.kube.kubectl("get", "pod", "-n", kit.namespace, name, "-o", "json", check=False)
-    if found.returncode != 0:
-        return False
-    conditions = json.loads(found.stdout).get("status", {}).get("conditions", [])
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def expected_sha256(partition: int) -> str:

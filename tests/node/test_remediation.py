@@ -32,7 +32,7 @@ from controlplane.binaries import default_cache
 from controlplane.node import cluster_dns_command, etcd_image
 from controlplane.volumes import Failure
 
-from .kit import Kit
+from .kit import Kit, pod_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 RELEASE, SYSTEM, DEMO = "remedy", "remedy-system", "remedy-demo"
@@ -116,14 +116,6 @@ class Scene:
             p for p in json.loads(out)["items"] if not p["metadata"].get("deletionTimestamp")
         ]
         return running[0] if running else None
-
-
-def pod_ready(kit: Kit, name: str) -> bool:
-    found = kit.kube.kubectl("get", "pod", "-n", kit.namespace, name, "-o", "json", check=False)
-    if found.returncode != 0:
-        return False
-    conditions = json.loads(found.stdout).get("status", {}).get("conditions", [])
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ import pytest
 from controlplane import Binaries, LocalControlPlane, volumes
 from controlplane.node import cluster_dns_command
 
-from .kit import RELEASE, SYSTEM, Kit, install_spindle
+from .kit import RELEASE, SYSTEM, Kit, install_spindle, pod_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = "spindle-demo"
@@ -49,17 +49,6 @@ def release(node_cluster: LocalControlPlane) -> Iterator[Release]:
     yield Release(node_cluster, image, demo)
     node_cluster.kubectl("delete", "namespace", DEMO, "--wait=false")
     node_cluster.helm("uninstall", RELEASE, "--namespace", SYSTEM, check=False)
-
-
-def pod_ready(kit: Kit, name: str) -> bool:
-    """The broker's Pod runs and its readiness probe (the Kafka port accepts) passes. The
-    Broker's own phase says Degraded until brokers report their log dirs' state to the
-    operator (a later issue): LogVolumes stay Pending meanwhile."""
-    found = kit.kube.kubectl("get", "pod", "-n", kit.namespace, name, "-o", "json", check=False)
-    if found.returncode != 0:
-        return False
-    conditions = json.loads(found.stdout).get("status", {}).get("conditions", [])
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def client(release: Release, tool: str, *args: str, input: str | None = None) -> str:
