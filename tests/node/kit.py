@@ -18,10 +18,13 @@ ROOT = Path(__file__).resolve().parents[2]
 RELEASE, SYSTEM = "spindle", "spindle-system"
 
 
-def install_spindle(kube: LocalControlPlane, *values: str) -> str:
+def install_spindle(
+    kube: LocalControlPlane, *values: str, release: str = RELEASE, namespace: str = SYSTEM
+) -> str:
     """``helm install`` of charts/spindle as a user would, with Spindle's and etcd's images
     built here and imported into the node (pull policy Never); ``values`` are more ``--set``
-    arguments. Returns the Spindle image's name."""
+    arguments; ``release`` and ``namespace`` the Helm release's. Returns the Spindle image's
+    name."""
     layout = kube.node_layout
     assert layout is not None
     image = spindle_image.ensure(ROOT)
@@ -35,7 +38,7 @@ def install_spindle(kube: LocalControlPlane, *values: str) -> str:
         "etcd.image.pullPolicy=Never", *values,
     ]  # fmt: skip
     kube.helm(
-        "install", RELEASE, str(ROOT / "charts" / "spindle"), "--namespace", SYSTEM,
+        "install", release, str(ROOT / "charts" / "spindle"), "--namespace", namespace,
         "--create-namespace", *(a for v in sets for a in ("--set", v)),
         "--wait", "--timeout", "5m",
     )  # fmt: skip

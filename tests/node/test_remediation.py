@@ -27,14 +27,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controlplane import Binaries, LocalControlPlane, NodeBinaries, images, spindle_image, volumes
-from controlplane.binaries import default_cache
-from controlplane.node import cluster_dns_command, etcd_image
+from controlplane import LocalControlPlane, volumes
+from controlplane.node import cluster_dns_command
 from controlplane.volumes import Failure
 
-from .kit import Kit, pod_ready
+from .kit import Kit, install_spindle, pod_ready
 
-ROOT = Path(__file__).resolve().parents[2]
 RELEASE, SYSTEM, DEMO = "remedy", "remedy-system", "remedy-demo"
 BROKERS = ("r-0", "r-1", "r-2")
 TOPIC = "big"
@@ -122,29 +120,15 @@ class Scene:
 def scene(
     node_cluster: LocalControlPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Scene]:
-    layout = node_cluster.node_layout
-    assert layout is not None
-    image = spindle_image.ensure(ROOT)
-    etcd_archive, etcd_name = etcd_image(Binaries.find().etcd, default_cache() / "images")
-    for archive in (etcd_archive, image.archive):
-        images.import_image(NodeBinaries.find().ctr, layout.containerd_socket, archive)
-    repository, tag = etcd_name.rsplit(":", 1)
-    node_cluster.helm(
-        "install", RELEASE, str(ROOT / "charts" / "spindle"), "--namespace", SYSTEM,
-        "--create-namespace", "--set", f"image.tag={image.name.removeprefix('spindle:')}",
-        "--set", "image.pullPolicy=Never", "--set", f"etcd.image.repository={repository}",
-        "--set", f"etcd.image.tag={tag}", "--set", "etcd.image.pullPolicy=Never",
-        "--set", "dashboard.enabled=false", "--set", "remediation.policy=Auto",
-        "--set", "remediation.maxFailures=2", "--set", "remediation.window=3600",
-        "--set", f"etcd.replicas={ETCD_MEMBERS}",
-        "--wait", "--timeout", "5m",
+    image = install_spindle(
+        node_cluster, "dashboard.enabled=false", "remediation.policy=Auto",
+        "remediation.maxFailures=2", "remediation.window=3600", f"etcd.replicas={ETCD_MEMBERS}",
+        release=RELEASE, namespace=SYSTEM,
     )  # fmt: skip
     node_cluster.kubectl("create", "namespace", DEMO)
-    demo = Kit(node_cluster, DEMO, image.name)
-    demo.apply(
-        *({**broker(i), "spec": {**broker(i)["spec"], "image": image.name}} for i in range(3))
-    )
-    scene = Scene(node_cluster, demo, image.name, tmp_path_factory.mktemp("remedy"))
+    demo = Kit(node_cluster, DEMO, image)
+    demo.apply(*({**broker(i), "spec": {**broker(i)["spec"], "image": image}} for i in range(3)))
+    scene = Scene(node_cluster, demo, image, tmp_path_factory.mktemp("remedy"))
     try:
         for b in BROKERS:
             demo.wait_for(lambda b=b: pod_ready(demo, b), what=f"Pod {b} Ready", timeout=300)
