@@ -6,7 +6,7 @@ namespace, resolving the brokers' advertised names through cluster DNS: see
    will hold); every acknowledged offset goes to ``bulk.json``;
 2. then an idempotent acks=all producer (``tests/broker/verifiable.py``) writes to the same
    partition, its acknowledged count in ``progress.json`` every half second, until the test
-   creates ``stop``;
+   creates ``stop`` (``live_producer.produce_until_stopped``, as in the rebalance scenario);
 3. then it checks that every acknowledged record -- bulk and the rest -- is read back, at its
    offset, once: ``verify.json``.
 
@@ -23,7 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
 
 from confluent_kafka import KafkaError, Message, Producer
-from verifiable import VerifiableProducer, consume_all, verify_consumed
+from live_producer import produce_until_stopped  # this file's folder: sys.path[0]
+from verifiable import consume_all, verify_consumed
 
 RECORD = 100_000
 
@@ -71,11 +72,7 @@ def main(bootstrap: str, topic: str, workdir: str, megabytes: str) -> None:
     (work / "bulk.json").write_text(
         json.dumps({"records": len(offsets), "seconds": time.monotonic() - started})
     )
-    producer = VerifiableProducer(bootstrap, topic, [0], rate=40.0).start()
-    while not (work / "stop").exists():
-        (work / "progress.tmp").write_text(json.dumps({"acked": producer.acked_count()}))
-        (work / "progress.tmp").replace(work / "progress.json")
-        time.sleep(0.5)
+    producer = produce_until_stopped(bootstrap, topic, [0], work, rate=40.0)
     verification = verify_consumed(bootstrap, producer, timeout_s=900)
     end = max(offsets) + 1 if offsets else 0
     read = consume_all(bootstrap, topic, {0: end}, timeout_s=900)[0] if offsets else []

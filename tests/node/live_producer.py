@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
@@ -24,13 +25,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
 from verifiable import VerifiableProducer, verify_consumed
 
 
-def main(bootstrap: str, topic: str, partitions: str, workdir: str) -> None:
-    work = Path(workdir)
-    producer = VerifiableProducer(bootstrap, topic, range(int(partitions)), rate=30.0).start()
+def produce_until_stopped(
+    bootstrap: str, topic: str, partitions: Iterable[int], work: Path, *, rate: float
+) -> VerifiableProducer:
+    """An idempotent acks=all producer writing to ``partitions`` at ``rate``, its acknowledged
+    count in ``progress.json`` every half second, until the test creates ``stop``; the
+    producer, to verify what it was told was written (``acked_client.py`` runs this too)."""
+    producer = VerifiableProducer(bootstrap, topic, partitions, rate=rate).start()
     while not (work / "stop").exists():
         (work / "progress.tmp").write_text(json.dumps({"acked": producer.acked_count()}))
         (work / "progress.tmp").replace(work / "progress.json")
         time.sleep(0.5)
+    return producer
+
+
+def main(bootstrap: str, topic: str, partitions: str, workdir: str) -> None:
+    work = Path(workdir)
+    producer = produce_until_stopped(bootstrap, topic, range(int(partitions)), work, rate=30.0)
     verification = verify_consumed(bootstrap, producer, timeout_s=300)
     (work / "verify.json").write_text(
         json.dumps(
