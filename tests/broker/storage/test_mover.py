@@ -53,6 +53,21 @@ def _fill_padded(log: Log, n: int, start: int = 0) -> None:
         log.append(build_batch([padding + f"{i:016d}".encode()]))
 
 
+def _future_log(lm: LogManager, tp: TopicPartition, logdir: str) -> Log:
+    """A future replica of ``tp`` made by hand in ``logdir`` (``<topic>-<partition>.0-future``),
+    with the manager's settings, clock and failure channel."""
+    name = f"{tp.topic}-{tp.partition}.0-future"
+    return Log.create(
+        tp,
+        os.path.join(logdir, name),
+        logdir,
+        settings=lm.settings,
+        clock=lm.clock,
+        failures=lm.failures,
+        is_future=True,
+    )
+
+
 def _no_leftovers(dirs: list[str]) -> list[str]:
     return [n for d in dirs for n in os.listdir(d) if n.endswith(("-future", "-delete"))]
 
@@ -580,15 +595,7 @@ def test_a_swapped_log_keeps_the_futures_recovery_point_not_its_unflushed_end(
     tp = TopicPartition("adopt", 0)
     live = lm.get_or_create_log(tp)
     _fill(live, 5)
-    future = Log.create(
-        tp,
-        os.path.join(dirs[1], "adopt-0.0-future"),
-        dirs[1],
-        settings=lm.settings,
-        clock=lm.clock,
-        failures=lm.failures,
-        is_future=True,
-    )
+    future = _future_log(lm, tp, dirs[1])
     for i in range(5):
         future.append(_tagged(i))
         if i == 2:
@@ -607,15 +614,7 @@ def test_segment_snapshots_share_index_lists_and_adopting_a_longer_one_copies_on
     tp = TopicPartition("snap", 0)
     live = lm.get_or_create_log(tp)
     _fill(live, 6)
-    future = Log.create(
-        tp,
-        os.path.join(dirs[1], "snap-0.0-future"),
-        dirs[1],
-        settings=lm.settings,
-        clock=lm.clock,
-        failures=lm.failures,
-        is_future=True,
-    )
+    future = _future_log(lm, tp, dirs[1])
 
     def adopt(state: SegmentState, start: int) -> None:
         fd = os.open(state.log_path, os.O_RDONLY)
