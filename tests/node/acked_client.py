@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
 
 from confluent_kafka import KafkaError, Message, Producer
-from live_producer import produce_until_stopped  # this file's folder: sys.path[0]
+from live_producer import produce_until_stopped, report  # this file's folder: sys.path[0]
 from verifiable import consume_all, verify_consumed
 
 RECORD = 100_000
@@ -81,11 +81,7 @@ def main(bootstrap: str, topic: str, workdir: str, megabytes: str) -> None:
     (work / "verify.json").write_text(
         json.dumps(
             {
-                "summary": str(verification),
-                "acked": verification.acked,
-                "missing": verification.missing[:20],
-                "misplaced": verification.misplaced[:20],
-                "duplicated": verification.duplicated[:20],
+                **report(verification),
                 "bulk_acked": len(offsets),
                 "bulk_missing": missing_bulk[:20],
                 "bulk_missing_count": len(missing_bulk),

@@ -19,10 +19,11 @@ import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
 
-from verifiable import VerifiableProducer, verify_consumed
+from verifiable import VerifiableProducer, Verification, verify_consumed
 
 
 def produce_until_stopped(
@@ -39,21 +40,24 @@ def produce_until_stopped(
     return producer
 
 
+def report(verification: Verification) -> dict[str, Any]:
+    """The part of ``verify.json`` both scenarios write: the summary, how many records were
+    acknowledged, and the first 20 missing, misplaced and duplicated."""
+    return {
+        "summary": str(verification),
+        "acked": verification.acked,
+        "missing": verification.missing[:20],
+        "misplaced": verification.misplaced[:20],
+        "duplicated": verification.duplicated[:20],
+    }
+
+
 def main(bootstrap: str, topic: str, partitions: str, workdir: str) -> None:
     work = Path(workdir)
     producer = produce_until_stopped(bootstrap, topic, range(int(partitions)), work, rate=30.0)
     verification = verify_consumed(bootstrap, producer, timeout_s=300)
     (work / "verify.json").write_text(
-        json.dumps(
-            {
-                "summary": str(verification),
-                "acked": verification.acked,
-                "missing": verification.missing[:20],
-                "misplaced": verification.misplaced[:20],
-                "duplicated": verification.duplicated[:20],
-                "out_of_order": verification.out_of_order[:20],
-            }
-        )
+        json.dumps({**report(verification), "out_of_order": verification.out_of_order[:20]})
     )
 
 
