@@ -33,7 +33,7 @@ from spindle.operator.kube import BROKERS, PVCS, KubeApi, KubeError
 from spindle.operator.reconcile.remediation import Remediator, fix_offline_plan
 from spindle.operator.specs import BrokerSpec, SpecError
 from spindle.operator.specs.reassignment import ClusterView
-from spindle.operator.specs.remediation import RemediationSettings
+from spindle.operator.specs.remediation_settings import RemediationSettings
 from spindle.operator.specs.volume_state import (
     HEALTH_ABNORMAL,
     HEALTH_NORMAL,

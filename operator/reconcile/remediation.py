@@ -47,11 +47,11 @@ from spindle.operator.specs.remediation import (
     TP,
     Facts,
     PartitionState,
-    RemediationSettings,
     Step,
     decide,
     parse_time,
 )
+from spindle.operator.specs.remediation_settings import RemediationSettings
 from spindle.operator.specs.status import Condition, merge_conditions
 from spindle.operator.specs.volume_state import (
     BrokerUnreachable,

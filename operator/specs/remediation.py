@@ -43,13 +43,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from spindle.operator.specs.broker import REMEDIATION_POLICIES
 from spindle.operator.specs.meta import Obj
+from spindle.operator.specs.remediation_settings import RemediationSettings
 from spindle.operator.specs.status import Condition
 
 TP = tuple[str, int]
 
-POLICIES = REMEDIATION_POLICIES
 #: Phases in which a remediation owns the volume (and its broker: one at a time).
 ACTIVE_PHASES = frozenset({"Replacing", "Rebuilding", "Moving"})
 #: LogVolume states shown while the phase runs (MoveReplicas leaves the directory Offline).
@@ -58,48 +57,6 @@ SHOWN_STATE = {"Replacing": "Replacing", "Rebuilding": "Rebuilding"}
 HISTORY = 10
 #: Passes MoveReplicas asks the planner for a fix-offline plan before placing without one.
 PLAN_ATTEMPTS = 3
-
-
-class RemediationError(ValueError):
-    """A remediation setting that cannot be used; the message names it."""
-
-
-@dataclass(frozen=True)
-class RemediationSettings:
-    """The operator-wide remediation settings (``spindle-operator run --remediation-*``)."""
-
-    #: Policy of Brokers that name none.
-    default_policy: str = "Auto"
-    #: Failures of one volume within ``window_seconds`` after which it is left Offline.
-    max_failures: int = 2
-    #: The cool-down window, in seconds.
-    window_seconds: float = 3600.0
-    #: How long ``Replacing`` (old claim and Pod gone, new ones bound and serving) may take
-    #: before the remediation is given up as Failed (a claim that never binds, a Pod that
-    #: never starts); ``Rebuilding`` has no deadline: copying takes what the data takes.
-    replace_timeout_seconds: float = 900.0
-
-    def __post_init__(self) -> None:
-        check_policy(self.default_policy, "--remediation-policy")
-        if self.max_failures < 1:
-            raise RemediationError(
-                f"--remediation-max-failures must be at least 1, got {self.max_failures}"
-            )
-        if self.window_seconds <= 0:
-            raise RemediationError(
-                f"--remediation-window must be positive, got {self.window_seconds}"
-            )
-        if self.replace_timeout_seconds <= 0:
-            raise RemediationError(
-                "--remediation-replace-timeout must be positive, "
-                f"got {self.replace_timeout_seconds}"
-            )
-
-
-def check_policy(policy: str, where: str) -> str:
-    if policy not in POLICIES:
-        raise RemediationError(f"{where} must be one of {', '.join(POLICIES)}, got {policy!r}")
-    return policy
 
 
 @dataclass(frozen=True)

@@ -10,14 +10,8 @@ from typing import Any
 
 import pytest
 from spindle.operator.specs import BrokerSpec, SpecError
-from spindle.operator.specs.remediation import (
-    Facts,
-    PartitionState,
-    RemediationError,
-    RemediationSettings,
-    Step,
-    decide,
-)
+from spindle.operator.specs.remediation import Facts, PartitionState, Step, decide
+from spindle.operator.specs.remediation_settings import RemediationError, RemediationSettings
 
 from .bodies import broker_body
 
