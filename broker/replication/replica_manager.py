@@ -112,8 +112,10 @@ class ReplicaManager:
         replicas the checkpointed high watermark stands (a follower truncates to it). Then each
         replica takes its role (:class:`~.roles.PartitionRoles`).
         """
+        placed: dict[TopicPartition, str] = {}
         for topic in list(self.metadata.topics.values()):
-            await self.create_local_logs(topic, is_new=False)
+            placed |= self._create_replicas(topic, is_new=False)
+        await self._report_placed(placed)
         for tp, partition_log in self.logs.logs().items():
             if self._sole_replica(tp):
                 partition_log.high_watermark = partition_log.log_end_offset
@@ -153,7 +155,26 @@ class ReplicaManager:
         }
 
     async def create_local_logs(self, topic: TopicView, *, is_new: bool = True) -> None:
-        """Create this broker's replicas of ``topic`` and report their directories.
+        """Create this broker's replicas of ``topic``, give them their roles, then report
+        their directories.
+
+        The roles come first, before anything awaits: the report waits on etcd, and a produce
+        answered meanwhile found the new replica hosted but led by nobody -- appended as if
+        alone in the ISR (high watermark at its end whatever the replication factor), then
+        its acks=all wait answered NOT_LEADER_OR_FOLLOWER for a record it had written. Kafka's
+        broker applies a metadata delta's partitions and their leadership in one step.
+        """
+        placed = self._create_replicas(topic, is_new=is_new)
+        self.roles.apply(self._partitions())
+        await self._report_placed(placed)
+
+    async def _report_placed(self, placed: Mapping[TopicPartition, str]) -> None:
+        """Tell the controller which directory each new replica is in (AssignReplicasToDirs)."""
+        if placed:
+            await self.assigner.assign_replica_dirs(self.node_id, dict(placed))
+
+    def _create_replicas(self, topic: TopicView, *, is_new: bool) -> dict[TopicPartition, str]:
+        """Create the missing local replicas of ``topic``: partition -> directory id placed in.
 
         Placement follows Kafka: a directory preset by AlterReplicaLogDirs wins (storage keeps
         it), else the directory the metadata assigns if it is known and online, else storage's
@@ -179,8 +200,7 @@ class ReplicaManager:
             dir_id = ids.get(created.logdir_path)
             if dir_id:
                 placed[tp] = dir_id
-        if placed:
-            await self.assigner.assign_replica_dirs(self.node_id, placed)
+        return placed
 
     def delete_local_replica(self, tp: TopicPartition) -> None:
         """Forget ``tp``'s producers and delete its local replica (KafkaError from storage)."""
@@ -216,6 +236,14 @@ class ReplicaManager:
         if not records:
             raise KafkaError(f"produce to {tp} carries no records", ErrorCode.CORRUPT_MESSAGE)
         partition_log = self.hosted_log(tp)
+        if tp not in self.roles.leaders and not self.logs.is_partition_offline(tp):
+            # The metadata names this broker but its role is not taken yet (the metadata is
+            # applied in one step, so this should not happen): refuse, retriable, rather than
+            # append to a replica with no ISR behind its high watermark.
+            raise KafkaError(
+                f"broker {self.node_id} has not taken the leadership of {tp} yet",
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            )
         header = parse_header(records, 0)
         if header.size != len(records):
             raise KafkaError(
@@ -487,6 +515,7 @@ class ReplicaManager:
                 # Kafka's StopReplica(delete): a reassignment moved this replica elsewhere.
                 log.info("%s is no longer assigned here: deleting the local replica", tp)
                 self.delete_local_replica(tp)
+        placed: dict[TopicPartition, str] = {}
         for topic in list(after.values()):
             missing = any(
                 node in p.replicas
@@ -495,10 +524,12 @@ class ReplicaManager:
                 for p in topic.partitions.values()
             )
             if missing:
-                await self.create_local_logs(topic, is_new=False)
+                placed |= self._create_replicas(topic, is_new=False)
+        # Roles before the first await (see create_local_logs).
         self.roles.apply(self._partitions())
         # A new ISR may have moved high watermarks: acks=all waits and long polls re-check.
         self.appended()
+        await self._report_placed(placed)
 
     async def report_directories(self) -> None:
         """Report each local replica's directory (AssignReplicasToDirs): a finished move

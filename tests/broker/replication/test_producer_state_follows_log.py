@@ -192,3 +192,51 @@ async def test_an_acks_all_wait_ends_with_not_leader_when_the_broker_stops_leadi
         assert failed[TP].code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     finally:
         await replicas.close()
+
+
+class SlowAssigner(Assigner):
+    """AssignReplicasToDirs that waits until the test lets it through (etcd slow to answer)."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.called = asyncio.Event()
+
+    async def assign_replica_dirs(
+        self, node_id: int, assignments: Mapping[TopicPartition, str]
+    ) -> None:
+        self.called.set()
+        await self.release.wait()
+
+
+@pytest.mark.parametrize("path", ["create_topics", "metadata_watch"])
+async def test_a_new_replica_is_led_before_its_directory_is_reported(
+    logs: LogManager, path: str
+) -> None:
+    """While the report of a new replica's directory waits on etcd, a produce finds the
+    broker leading it: the record waits for the follower (the high watermark stays put)
+    instead of being committed as if alone in the ISR and then answered
+    NOT_LEADER_OR_FOLLOWER (a CreateTopics answered, then a produce failing, under load)."""
+    md = Metadata({})
+    assigner = SlowAssigner()
+    replicas = ReplicaManager(
+        node_id=ME, logs=logs, metadata=md, assigner=assigner, static_configs={}
+    )
+    await replicas.start()
+    md.topics["t"] = Topic("t", {0: Part(0, [ME, OTHER], ["", ""], ME, 0, [ME, OTHER])})
+    if path == "create_topics":  # the broker that created the topic, in its handler
+        report = asyncio.create_task(replicas.create_local_logs(md.topics["t"]))
+    else:  # any broker, when the watch brings the new topic
+        report = asyncio.create_task(replicas.apply_metadata({"t"}))
+    try:
+        await asyncio.wait_for(assigner.called.wait(), 10)
+        assert TP in replicas.roles.leaders
+        base, _ = replicas.append(TP, _batch(0, b"new"))
+        replica = logs.get_log(TP)
+        assert replica is not None
+        assert (base, replica.log_end_offset, replica.high_watermark) == (0, 1, 0)
+        failed = await replicas.wait_committed({TP: 1}, timeout_s=0.2)
+        assert failed[TP].code == ErrorCode.REQUEST_TIMED_OUT  # not NOT_LEADER_OR_FOLLOWER
+    finally:
+        assigner.release.set()
+        await asyncio.wait_for(report, 10)
+        await replicas.close()
