@@ -147,7 +147,9 @@ class Placer(PlannerState):
             ok &= after <= self.disk_goal.top(self, cand, add)
         if not ok.any():
             return -1
-        util = np.where(ok, after / self.total[cand], np.inf)
+        # Only where ok: an offline directory's total is 0 (and it never receives).
+        util = np.full(len(cand), np.inf)
+        np.divide(after, self.total[cand], out=util, where=ok)
         return int(cand[int(np.argmin(util))])
 
     # ----------------------------------------------------------------- picking sources

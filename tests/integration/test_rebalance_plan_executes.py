@@ -222,7 +222,7 @@ def test_intra_broker_plan_executes_with_kafka_reassign_partitions_and_loses_not
     assert resummary["unmet"] == []
 
 
-def test_snapshot_of_a_live_broker_with_a_failed_disk_keeps_its_replicas_on_the_offline_dir(
+def test_a_failed_disks_replicas_stay_on_it_in_the_snapshot_and_fix_offline_rehomes_them_on_the_broker(
     skewed_broker: tuple[Broker, dict[int, int]], tmp_path: Path
 ) -> None:
     broker, _ = skewed_broker
@@ -257,16 +257,23 @@ def test_snapshot_of_a_live_broker_with_a_failed_disk_keeps_its_replicas_on_the_
         p["partition"]: p["sizeBytes"] for p in snap["partitions"] if p["partition"] in victims
     } == dict.fromkeys(victims, 0)
 
-    # A broker with an Offline dir refuses AlterReplicaLogDirs, so intra-broker plans nothing;
-    # fix-offline must move those replicas to another broker, and there is none: refused, named.
+    # intra-broker balances only brokers whose directories are all online: nothing here.
     plan, _ = _plan(snap, tmp_path, "offline")
     assert plan == {"version": 1, "partitions": []}
+    # fix-offline re-homes the offline directory's replicas on their broker, in its live
+    # directories, where they fit (AlterReplicaLogDirs re-creates a replica of an offline
+    # directory live: Spindle's extension, broker/server/apis/log_dirs.py).
     snap_file, out = tmp_path / "offline-snapshot.json", tmp_path / "fix-plan.json"
     done = subprocess.run(
         [CLI, "plan", "--snapshot", str(snap_file), "--mode", "fix-offline", "--output", str(out),
          "--no-spark"],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert f"{TOPIC}-{victims[0]}" in done.stderr
-    assert not out.exists()
+    assert done.returncode == 0, done.stdout + done.stderr
+    moved = {p["partition"]: p for p in json.loads(out.read_text())["partitions"]}
+    assert sorted(moved) == victims, moved
+    live = set(dirs) - {failed}
+    for p in moved.values():
+        assert p["topic"] == TOPIC
+        assert p["replicas"] == [broker.node_id]
+        assert p["log_dirs"][0] in live, p
