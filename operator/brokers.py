@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import threading
 import time
 import warnings
@@ -100,13 +101,25 @@ def _error_name(error: Any) -> str | None:
     return str(getattr(error, "__name__", error))
 
 
+def utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
 class ClusterAdmin:
     """The calls a reassignment needs, on one admin connection (thread-confined: one
-    reconcile uses one). Open with ``cluster_admin``."""
+    reconcile uses one). Open with ``cluster_admin``. ``clock`` stamps ``ClusterView``'s
+    ``described_at``."""
 
-    def __init__(self, client: KafkaAdminClient, cluster: str) -> None:
+    def __init__(
+        self,
+        client: KafkaAdminClient,
+        cluster: str,
+        *,
+        clock: Callable[[], datetime.datetime] = utc_now,
+    ) -> None:
         self._client = client
         self._cluster = cluster
+        self._clock = clock
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         for attempt, pause in enumerate((*BACKOFF_S, None)):
@@ -141,6 +154,9 @@ class ClusterAdmin:
         log_dirs = self._call(
             "DescribeLogDirs", lambda: self._client.describe_log_dirs(brokers=brokers)
         )
+        # The sizes' time is the answer's, not the pass's: before it come the Kubernetes
+        # reads, the connection and two more calls, which a loaded machine stretches unevenly.
+        described_at = self._clock()
         dirs: dict[int, dict[str, DirInfo]] = {}
         for entry in log_dirs:
             per_broker = dirs.setdefault(int(entry["broker"]), {})
@@ -167,7 +183,7 @@ class ClusterAdmin:
             lambda: self._client.list_partition_reassignments(timeout_ms=REQUEST_TIMEOUT_MS),
         )
         reassigning = frozenset((tp.topic, tp.partition) for tp in listed)
-        return ClusterView(frozenset(brokers), partitions, dirs, reassigning)
+        return ClusterView(frozenset(brokers), partitions, dirs, reassigning, described_at)
 
     def alter_reassignments(self, changes: Mapping[TP, list[int] | None]) -> dict[TP, str]:
         """AlterPartitionReassignments (None = cancel); the partitions that failed, by error."""

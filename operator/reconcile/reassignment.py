@@ -205,7 +205,7 @@ def progress(ctx: Pass) -> None:
     ctx.status["partitions"] = [
         plan.partition_progress(t, by_tp[t.tp], view) for t in ctx.spec.targets
     ]
-    ctx.status.update(plan.progress_fields(ctx.records, ctx.status, ctx.now))
+    ctx.status.update(plan.progress_fields(ctx.records, ctx.status, view.described_at or ctx.now))
     if all(r["phase"] == "Completed" for r in ctx.records) and ctx.status["phase"] == "Moving":
         ctx.status.update(phase="Completed", completionTime=ctx.stamp, progress="100%")
         ctx.emit("Normal", "Completed", f"{len(ctx.records)} partitions reassigned")

@@ -204,5 +204,55 @@ def test_the_rate_divides_by_the_time_between_probes_to_the_millisecond() -> Non
     second = plan.progress_fields(parts, first, t0 + datetime.timedelta(seconds=2))
     assert second["bytesPerSecond"] == MB
     # A status written before stamps had a fraction still reads.
-    third = plan.progress_fields(parts, {**first, "lastProbeTime": "2026-01-01T00:00:00Z"}, t0)
-    assert third["lastProbeTime"] == "2026-01-01T00:00:00.900Z"
+    whole = {**first, "lastProbeTime": "2026-01-01T00:00:00Z"}
+    third = plan.progress_fields(parts, whole, t0 + datetime.timedelta(seconds=1))
+    assert third["lastProbeTime"] == "2026-01-01T00:00:01.900Z"
+
+
+def test_a_probe_under_a_second_after_the_last_keeps_its_baseline_and_makes_no_sample() -> None:
+    """150 KiB/s copied in 64 KiB chunks, probes at 0, 0.3 and 2 s: 0.3 s saw one chunk (a
+    sample of 213 KiB/s); it stands aside, and 2 s later the sample spans the 2 s."""
+    t0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    kib = 1024
+
+    def parts(done: int) -> list[dict[str, object]]:
+        return [{"phase": "Moving", "bytesTotal": 2 * MB, "bytesDone": done}]
+
+    first = plan.progress_fields(parts(0), {}, t0)
+    soon = plan.progress_fields(parts(64 * kib), first, t0 + datetime.timedelta(seconds=0.3))
+    assert {k: soon.get(k) for k in plan.PROBE_FIGURES} == {
+        k: first.get(k) for k in plan.PROBE_FIGURES
+    }
+    assert soon["bytesDone"] == 0
+    later = plan.progress_fields(
+        parts(300 * kib), {**first, **soon}, t0 + datetime.timedelta(seconds=2)
+    )
+    assert later["bytesPerSecond"] == 150 * kib
+    assert later["lastProbeTime"] == "2026-01-01T00:00:02.000Z"
+
+
+def test_the_last_probe_writes_completion_figures_however_soon_it_comes() -> None:
+    t0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    first = plan.progress_fields(
+        [{"phase": "Moving", "bytesTotal": MB, "bytesDone": MB // 2}], {}, t0
+    )
+    done = plan.progress_fields(
+        [{"phase": "Completed", "bytesTotal": MB, "bytesDone": MB}],
+        first,
+        t0 + datetime.timedelta(seconds=0.2),
+    )
+    assert (done["bytesDone"], done["progress"], done["partitionsDone"]) == (MB, "100%", 1)
+
+
+def test_a_clock_gone_back_restarts_the_baseline_without_a_sample() -> None:
+    t0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+
+    def parts(done: int) -> list[dict[str, object]]:
+        return [{"phase": "Moving", "bytesTotal": 10 * MB, "bytesDone": done}]
+
+    first = plan.progress_fields(parts(0), {}, t0)
+    second = plan.progress_fields(parts(2 * MB), first, t0 + datetime.timedelta(seconds=2))
+    assert second["bytesPerSecond"] == MB
+    back = plan.progress_fields(parts(3 * MB), second, t0 - datetime.timedelta(minutes=5))
+    assert (back["lastProbeTime"], back["bytesDone"]) == ("2025-12-31T23:55:00.000Z", 3 * MB)
+    assert back["bytesPerSecond"] == MB
