@@ -320,11 +320,13 @@ CORDONED_KEY = "cordoned.log.dirs"  # KIP-1066
 class LogDirClients:
     """Admin connections to brokers, kept between probes (opening one costs a bootstrap
     round of Metadata and ApiVersions, too much to pay every two seconds). One lock per
-    connection: kopf's handler threads and the refresh loop share them."""
+    connection: kopf's handler threads and the refresh loop share them. ``clock`` stamps each
+    ``DirReport``'s ``described_at``."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], datetime.datetime] = utc_now) -> None:
         self._clients: dict[str, tuple[threading.Lock, KafkaAdminClient]] = {}
         self._guard = threading.Lock()
+        self._clock = clock
 
     def _client(self, servers: Sequence[str]) -> tuple[threading.Lock, KafkaAdminClient]:
         key = ",".join(servers)
@@ -467,11 +469,16 @@ class LogDirClients:
             f"DescribeLogDirs to broker {broker_id}",
             lambda client: client.describe_log_dirs(brokers=[broker_id]),
         )
+        described_at = self._clock()  # before the cordoned.log.dirs read: the sizes' time
         cordoned = set(self.cordoned_dirs(servers, broker_id))
-        return [_dir_report(d, cordoned) for entry in answer for d in entry["log_dirs"]]
+        return [
+            _dir_report(d, cordoned, described_at) for entry in answer for d in entry["log_dirs"]
+        ]
 
 
-def _dir_report(d: Mapping[str, Any], cordoned: set[str]) -> DirReport:
+def _dir_report(
+    d: Mapping[str, Any], cordoned: set[str], described_at: datetime.datetime
+) -> DirReport:
     code = int(d.get("error_code") or 0)
     error = None if code == 0 else str(kafka_errors.for_code(code).__name__)
     live: dict[tuple[str, int], int] = {}
@@ -495,4 +502,5 @@ def _dir_report(d: Mapping[str, Any], cordoned: set[str]) -> DirReport:
         cordoned=str(d["log_dir"]) in cordoned,
         partitions=live,
         futures=futures,
+        described_at=described_at,
     )

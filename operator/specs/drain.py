@@ -29,7 +29,13 @@ from typing import Any
 from spindle.operator.specs.broker import BrokerSpec
 from spindle.operator.specs.meta import Obj, labels
 from spindle.operator.specs.names import API_VERSION
-from spindle.operator.specs.reassignment import TP, ClusterView, remaining_text
+from spindle.operator.specs.reassignment import (
+    MIN_RATE_SECONDS,
+    TP,
+    ClusterView,
+    probe_stamp,
+    remaining_text,
+)
 from spindle.operator.specs.volume_state import DirReport
 
 #: Label on a drain's Reassignment: the LogVolume it empties.
@@ -211,9 +217,17 @@ def progress(
     """``status.drain`` of a draining (or just emptied) LogVolume: bytes and replicas left,
     the average rate since the drain started and the ETA at that rate (a drain is one long
     copy: its average is a steadier guide than the last few seconds), which cross-broker
-    Reassignment carries replicas away, and why a replica has no home when one has none."""
+    Reassignment carries replicas away, and why a replica has no home when one has none.
+
+    The bytes are the report's, so the times are too: ``startTime`` and the rate's end are
+    when its DescribeLogDirs answered (``report.described_at``, to the millisecond), ``now``
+    (the pass's time) only when that is unknown. A reconcile uses the probe loop's last answer,
+    up to a probe period older than the pass, and a whole-second pass time: either misstates
+    the first seconds of a drain by half or more (as it did a Reassignment's rate). No rate before
+    ``MIN_RATE_SECONDS`` of drain: the size moves in the mover's chunks."""
     left, replicas = report.used_bytes, report.replicas
-    started = previous.get("startTime") or now
+    measured = probe_stamp(report.described_at) if report.described_at is not None else now
+    started = previous.get("startTime") or measured
     out: Obj = {
         "startTime": started,
         "bytesLeft": left,
@@ -227,10 +241,12 @@ def progress(
         out.update(eta=None, timeRemaining=None)
         return out
     out["completionTime"] = None
-    start, current = _parse(started), _parse(now)
+    start, current = _parse(started), _parse(measured)
     rate = 0.0
-    if start is not None and current is not None and current > start:
-        rate = (out["bytesTotal"] - left) / (current - start).total_seconds()
+    if start is not None and current is not None:
+        elapsed = (current - start).total_seconds()
+        if elapsed >= MIN_RATE_SECONDS:
+            rate = (out["bytesTotal"] - left) / elapsed
     out["bytesPerSecond"] = round(rate)
     if rate > 0 and current is not None:
         seconds = left / rate

@@ -424,7 +424,7 @@ def _parse_time(text: str | None) -> datetime.datetime | None:
     return datetime.datetime.fromisoformat(text).replace(tzinfo=datetime.UTC)
 
 
-def _probe_stamp(t: datetime.datetime) -> str:
+def probe_stamp(t: datetime.datetime) -> str:
     """``lastProbeTime`` to the millisecond: the rate divides by the time between two probes
     (about 2 s), which whole-second stamps would misstate by up to half (the rate read ~0.6x
     of a 150 KiB/s throttle, and the ETA as much too late)."""
@@ -485,7 +485,7 @@ def progress_fields(
         bytesTotal=total,
         bytesDone=done,
         progress=f"{100 * done // total if total else (100 if finished == len(partitions) else 0)}%",
-        lastProbeTime=_probe_stamp(measured),
+        lastProbeTime=probe_stamp(measured),
     )
     rate = float(previous.get("bytesPerSecond") or 0)
     if elapsed is not None and elapsed > 0:

@@ -19,6 +19,7 @@ The sources, strongest first (the first that holds is the one reported):
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +53,10 @@ class DirReport:
     #: KIP-858 ``directory.id``, from the broker's registration (``spindle.operator.registry``:
     #: DescribeLogDirs does not carry it); None when it could not be read.
     directory_id: str | None = None
+    #: When the DescribeLogDirs answer arrived (UTC): the time of the byte counts, which a
+    #: drain's rate divides by (a reconcile may use the probe loop's last answer); None when
+    #: not known.
+    described_at: datetime.datetime | None = None
 
 
 @dataclass(frozen=True)

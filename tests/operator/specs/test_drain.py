@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+
 from spindle.operator.specs import BrokerSpec
 from spindle.operator.specs.drain import (
     RESERVE_FRACTION,
@@ -156,3 +159,30 @@ def test_progress_counts_down_with_a_rate_and_eta_and_completes_at_zero() -> Non
     assert done["eta"] is None
     assert done["reassignment"] == "r"
     assert done["startTime"] == "2026-01-01T00:00:00Z"
+
+
+def test_the_drain_rate_divides_by_the_times_of_the_answers_not_of_the_passes() -> None:
+    """Answers at 0.4 s and 4.4 s read by passes at 1 s and 7 s (the second used the probe
+    loop's last answer): 100 bytes went in 4 s, not in the passes' 6 s."""
+    t0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+
+    def answer(parts: dict[tuple[str, int], int], seconds: float) -> DirReport:
+        at = t0 + datetime.timedelta(seconds=seconds)
+        return dataclasses.replace(_dir("/d0", parts, usable=0), described_at=at)
+
+    full = {("t", 0): 100, ("t", 1): 100}
+    first = progress({}, answer(full, 0.4), "2026-01-01T00:00:01Z")
+    assert first["startTime"] == "2026-01-01T00:00:00.400Z"
+    later = progress(first, answer({("t", 1): 100}, 4.4), "2026-01-01T00:00:07Z")
+    assert (later["bytesLeft"], later["bytesPerSecond"]) == (100, 25)
+    assert later["eta"] == "2026-01-01T00:00:08Z"
+
+
+def test_a_drain_shows_no_rate_before_its_first_second() -> None:
+    t0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    full = _dir("/d0", {("t", 0): 100, ("t", 1): 100}, usable=0)
+    first = progress({}, dataclasses.replace(full, described_at=t0), "2026-01-01T00:00:00Z")
+    half = _dir("/d0", {("t", 1): 100}, usable=0)
+    soon = dataclasses.replace(half, described_at=t0 + datetime.timedelta(seconds=0.3))
+    early = progress(first, soon, "2026-01-01T00:00:00Z")
+    assert (early["bytesLeft"], early["bytesPerSecond"], early["eta"]) == (100, 0, None)
