@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from spindle.rebalance.achievable import unachievable
 from spindle.rebalance.bands import band_floor
 from spindle.rebalance.goals import CountGoal
 from spindle.rebalance.goals.counts import dir_score, taker_score
@@ -301,7 +300,7 @@ def _balance_counts_stepwise(pl: Placer, *, leaders: bool) -> None:
     # Brokers whose band no plan reaches under the hard rules (``achievable``): plain count
     # moves may still bring them closer, but no reshaping moves bytes for them (a rack
     # that confines a partition's replicas would trade large replicas inside it for nothing).
-    out_of_reach = set(unachievable(pl.c, pl.s, pl.g)[goal.name])
+    out_of_reach = set(np.flatnonzero(pl.out_of_reach(goal.name)).tolist())
     for phase in ("excess", "deficit"):
         stuck.clear()
         while not pl.capped:

@@ -234,12 +234,15 @@ def propose_block(
     at = np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))
     members[rows, moves.slot[at]] = moves.broker[at]
 
-    # Candidates x takers in chunks, so memory stays bounded whatever the cluster's size.
-    step = max(1, PAIR_CELLS // max(len(rnd.takers) * members.shape[1], 1))
-    parts = [
-        _pair(rnd, blk, idx[i : i + step], rank[i : i + step], members[i : i + step], broker_rack)
-        for i in range(0, len(idx), step)
-    ]
+    parts = []
+    for rows, t in _by_open_racks(rnd, blk, idx, members, broker_rack):
+        # Candidates x takers in chunks, so memory stays bounded whatever the cluster's size.
+        step = max(1, PAIR_CELLS // max(len(t) * members.shape[1], 1))
+        for i in range(0, len(rows), step):
+            at = rows[i : i + step]
+            parts.append(_pair(rnd, blk, idx[at], rank[at], members[at], broker_rack, t))
+    if not parts:
+        return z, z, np.zeros(0), z
     return (
         np.concatenate([p[0] for p in parts]),
         np.concatenate([p[1] for p in parts]),
@@ -248,19 +251,55 @@ def propose_block(
     )
 
 
+def _by_open_racks(
+    rnd: CountRound, blk: Block, idx: I64, members: I64, broker_rack: I64
+) -> list[tuple[I64, I64]]:
+    """The candidates (positions in ``idx``) in groups, each with the takers on the racks
+    the rack limit lets its candidates join: a taker on any other rack fails ``_cells``'
+    rack rule for every candidate of the group, so pairing with fewer takers proposes the
+    same. Candidates that may join no taker's rack propose nothing and are left out. Why:
+    where rack awareness confines partitions (racks of unequal size, RF = racks), most
+    candidates of the fullest racks may only stay on their own rack, and scoring each
+    against every taker elsewhere was most of a count round. Without rack awareness, or
+    with more racks than a bit mask holds, one group of every candidate and every taker."""
+    n_r = int(broker_rack.max(initial=0)) + 1
+    everything = [(np.arange(len(idx)), rnd.takers)]
+    if not rnd.rack_aware or n_r > 62 or not len(idx):
+        return everything
+    rows = np.repeat(np.arange(len(idx)), members.shape[1])
+    m_rack = np.where(members >= 0, broker_rack[np.maximum(members, 0)], n_r).ravel()
+    on = np.bincount(rows * (n_r + 1) + m_rack, minlength=len(idx) * (n_r + 1))
+    on = on.reshape(len(idx), n_r + 1)[:, :n_r]
+    on[np.arange(len(idx)), broker_rack[blk.broker[idx]]] -= 1  # the candidate leaves
+    t_rack = broker_rack[rnd.takers]
+    has_taker = np.bincount(t_rack, minlength=n_r) > 0
+    open_ = (on < blk.lim[idx][:, None]) & has_taker[None, :]
+    code = open_.astype(np.int64) @ (np.int64(1) << np.arange(n_r, dtype=np.int64))
+    out = []
+    for c in np.unique(code[code > 0]).tolist():
+        takers = rnd.takers[((c >> t_rack) & 1).astype(bool)]
+        out.append((np.flatnonzero(code == c), takers))
+    return out
+
+
 def _pair(
-    rnd: CountRound, blk: Block, idx: I64, rank: I64, members: I64, broker_rack: I64
+    rnd: CountRound,
+    blk: Block,
+    idx: I64,
+    rank: I64,
+    members: I64,
+    broker_rack: I64,
+    t: I64,
 ) -> tuple[I64, I64, F64, I64]:
     """Candidates (rows ``idx`` of the block, current partition brokers ``members``) paired
-    with every taker: the takers' rules, the score, the best ``per_replica`` kept, by
-    (score, taker).
+    with the takers ``t`` (``rnd.takers``, or those on racks they may join): the takers'
+    rules, the score, the best ``per_replica`` kept, by (score, taker).
 
     Takers are read in blocks, lowest score bound first (the score with no bytes added:
     scores only grow with a replica's size), and a candidate stops reading once its
     ``per_replica``-th best is below the next block's bound: no later taker can enter, nor
     tie (ties go to the lower taker, which may come later). The same takers as scoring every
     taker and sorting, for a few blocks' work per candidate instead of all takers'."""
-    t = rnd.takers
     k = rnd.per_replica
     n = len(idx)
     lb = taker_score(rnd.count[t], rnd.denom, rnd.b_load[t], np.zeros(len(t)), rnd.b_cap[t])

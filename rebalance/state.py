@@ -13,6 +13,7 @@ a leading underscore are the greedy's own caches. Not thread-safe; one instance 
 from __future__ import annotations
 
 import numpy as np
+from spindle.rebalance.achievable import unachievable
 from spindle.rebalance.goals import BrokerBytes, DiskBytes, LeaderCount, ReplicaCount
 from spindle.rebalance.goals.rack import hosting_racks, rack_limits, rack_share
 from spindle.rebalance.model import ACTIVE, STATES, Cluster, Goals
@@ -164,6 +165,7 @@ class PlannerState:
         self._prop_rounds = 0
         self._prop_n = 0
         self._prop_applied = 0
+        self._reach: dict[str, np.ndarray] | None = None
 
     # ------------------------------------------------- bookkeeping (public: exchanges use it)
 
@@ -304,6 +306,18 @@ class PlannerState:
         out: np.ndarray = np.asarray((on < self.rack_limit[parts][:, None]).any(axis=0))
         self._open[b] = (self._ver[b], out)
         return out
+
+    def out_of_reach(self, goal: str) -> np.ndarray:
+        """Per broker: whether no plan obeying the hard rules brings it into the band of
+        ``goal`` (a broker goal: bytes or counts), from ``achievable.unachievable``, which
+        reads only the snapshot, so it is computed once a plan."""
+        if self._reach is None:
+            found = unachievable(self.c, self.s, self.g)
+            self._reach = {}
+            for name in (self.replica_goal.name, self.leader_goal.name, BrokerBytes.name):
+                self._reach[name] = np.zeros(self.c.n_brokers, bool)
+                self._reach[name][list(found[name])] = True
+        return self._reach[goal]
 
     def recv_broker(self) -> np.ndarray:
         out = np.zeros(self.c.n_brokers, bool)
