@@ -26,10 +26,17 @@ Among the candidates that pass, the largest fall of the violation wins, then the
 moved, ties to the lowest index (deterministic). Brokers of one rack trade without touching
 rack limits, so when racks are uneven same-rack partners are always among those tried.
 
+Offenders are the brokers out of a count band except those the hard rules hold there
+(``_violation``): a rack that rack awareness keeps above the replica band keeps it whatever
+its brokers trade, and searching trades for each of its brokers made this phase most of a
+1M-replica plan on racks of unequal size (unequal-racks: 354K offender searches, 8.3K
+exchanges, ~20K replicas moved, the goal out of reach before and after).
+
 Cost is bounded whatever the cluster's size: each search sees at most POOL2 pairs and 2 x POOL
 singles out of A and 2 x POOL + 1 ins from B, per offender at most 2 x PARTNERS partners are
-searched, and the phase runs at most 8 x brokers + the starting count violation offender
-searches (each exchange lowers that violation; a failed search parks its offender).
+searched, and the phase runs at most 8 x brokers + the starting count violation (of the
+offenders) offender searches (each exchange lowers that violation; a failed search parks its
+offender).
 """
 
 from __future__ import annotations
@@ -96,10 +103,38 @@ class _Grid:
 def exchange_counts(pl: Planner) -> int:
     """Even out replica and leader counts with exchanges; returns how many were made. Does
     nothing unless the mode balances counts across brokers, the caps have not stopped
-    planning, and some count is still out of band."""
+    planning, and some broker whose band is within reach is still out of it."""
     if not (pl.s.balance_counts and pl.s.cross_ok) or pl.capped or pl.counts_in_band():
         return 0
+    if not any(_violation(pl, g)[0].any() for g in (pl.replica_goal, pl.leader_goal)):
+        return 0
     return _Exchanger(pl).run()
+
+
+def _violation(pl: Planner, goal: CountGoal) -> tuple[np.ndarray, np.ndarray]:
+    """Per broker: how far its count is outside the band (below counts only where it may
+    receive; a broker that cannot receive can only lose), and whether it is *held* there:
+    its band is out of reach under the hard rules (``PlannerState.out_of_reach``) and it
+    misses it on the side they hold it, its rack's mean count beyond the band on that side
+    too (rack awareness keeps the rack's replicas there, see ``achievable``). Held brokers
+    are not offenders here: exchanges inside such a rack only move which of its brokers
+    misses the band, two or three replicas moved per count, bytes spent for a band no plan
+    meets (the stepwise count phase moves no reshaping bytes for those either). A broker
+    of that rack out of band on the other side (above the band in a rack held below it)
+    is still an offender: its rack-mates can take from it."""
+    cnt, lo, hi = goal.of(pl)
+    over = np.maximum(cnt - hi, 0)
+    under = np.where(pl.recv_broker(), np.maximum(lo - cnt, 0), 0)
+    held = np.zeros(len(cnt), bool)
+    far = pl.out_of_reach(goal.name) & pl.host_b
+    if far.any():
+        rack = pl.c.broker_rack
+        host = np.flatnonzero(pl.host_b)
+        n = np.bincount(rack[host], minlength=len(pl.c.racks))
+        tot = np.bincount(rack[host], weights=cnt[host], minlength=len(pl.c.racks))
+        mean = (tot / np.maximum(n, 1))[rack]
+        held = far & (((mean > hi) & (over > 0)) | ((mean < lo) & (under > 0)))
+    return np.where(pl.host_b & ~held, over + under, 0), held
 
 
 class _Exchanger:
@@ -129,20 +164,20 @@ class _Exchanger:
         self._avail: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         #: ``_count_table`` by its inputs (the goal, both brokers' replica and leader counts;
         #: the bands do not change while exchanging): most searches repeat a few of them.
-        self._tables: dict[tuple[str, int, int, int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._tables: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray]] = {}
         #: Searches that found no exchange, by goal, giver, taker and the two versions.
         self._failed: set[tuple[str, int, int, int, int]] = set()
+        #: Per count goal, the brokers held out of its band (``_violation``), as of the last
+        #: offender scan.
+        self._held: dict[str, np.ndarray] = {}
 
     # ------------------------------------------------------------------ state
 
     def _viol(self, goal: CountGoal) -> np.ndarray:
-        """Per broker: how far its count is outside the band (below counts only where it may
-        receive; a broker that cannot receive can only lose)."""
-        pl = self.pl
-        cnt, lo, hi = goal.of(pl)
-        over = np.maximum(cnt - hi, 0)
-        under = np.where(self.recv_b, np.maximum(lo - cnt, 0), 0)
-        return np.where(pl.host_b, over + under, 0)
+        """``_violation``: the offenders this phase works on, by how far out of band; the
+        brokers held out of band are kept for the count table (``_count_table``)."""
+        v, self._held[goal.name] = _violation(self.pl, goal)
+        return v
 
     def _pool(self, b: int, other: int) -> np.ndarray:
         """Broker b's unmoved serving replicas that may join broker ``other``: the POOL
@@ -244,12 +279,17 @@ class _Exchanger:
             hosts = hosts[cnt[hosts] - 1 >= lo]
             hosts = hosts[np.argsort(-cnt[hosts], kind="stable")]
         hosts = hosts[hosts != b]
-        cand = hosts.tolist()
+        cand = hosts.tolist()[:PARTNERS]
         same = hosts[self.rack[hosts] == self.rack[b]].tolist()
         # Same-rack partners too (they trade without touching rack limits), the PARTNERS
-        # nearest by count: on a large cluster a rack holds dozens of brokers, and each
-        # partner tried is a full candidate search.
-        tried = cand[:PARTNERS] + [x for x in same if x not in cand[:PARTNERS]][:PARTNERS]
+        # nearest by count among those the count rules let trade with b (on a large cluster
+        # a rack holds dozens of brokers, and each partner tried is a full candidate
+        # search). Where rack awareness confines partitions to their racks, those are the
+        # only partners that can trade at all, and the nearest by count are often ones the
+        # count rules rule out (a broker below the replica band may not give a replica
+        # without one back, so one holding only leaders gains a leader only from a broker
+        # with replicas to spare).
+        tried = cand + self._same_rack(b, [x for x in same if x not in cand], goal, over=over)
         self._last_tried = {b, *tried}
         best: tuple[float, float, int, int, list[tuple[int, int]]] | None = None
         for partner in tried:
@@ -277,6 +317,16 @@ class _Exchanger:
             return set()
         return {best[2], best[3]}
 
+    def _same_rack(self, b: int, same: list[int], goal: CountGoal, *, over: bool) -> list[int]:
+        """The first PARTNERS of ``same`` whose count table with b allows an exchange."""
+        out: list[int] = []
+        for x in same:
+            if self._count_table(*((b, x) if over else (x, b)), goal)[0].any():
+                out.append(x)
+                if len(out) == PARTNERS:
+                    break
+        return out
+
     def _commit(self, moves: list[tuple[int, int]]) -> bool:
         pl = self.pl
         if len(moves) == 1 and not pl.budget_allows(moves[0][0]):
@@ -293,15 +343,25 @@ class _Exchanger:
         """The count rules of an exchange from A = a to B = b by class: rows are out-sets
         ((replicas - 1) * 3 + leaders; row 2, one replica and two leaders, cannot occur),
         columns in-replicas (none, follower, leader). Returns (allowed, fall of ``goal``):
-        neither broker's violation of either goal may grow, and the pair's violation of the
-        goal worked on must fall."""
+        neither broker's violation of either goal may grow, unless the broker is held out of
+        that goal's band (``_violation``: the rack's shortfall, not the broker, is what no
+        plan can change, and the exchange moves a count between two brokers of one rack or
+        towards the side the rack lacks), and the pair's violation of the goal worked on
+        must fall. Why the exception: where rack awareness holds a whole rack below the
+        replica band, a broker of it that holds only leaders gains a leader only from a
+        rack-mate, which is below that band too."""
         pl = self.pl
+        held = [self._held[g.name] for g in (pl.replica_goal, pl.leader_goal)]
         key = (
             goal.name,
             int(pl.b_reps[a]),
             int(pl.b_leaders[a]),
             int(pl.b_reps[b]),
             int(pl.b_leaders[b]),
+            bool(held[0][a]),
+            bool(held[0][b]),
+            bool(held[1][a]),
+            bool(held[1][b]),
         )
         hit = self._tables.get(key)
         if hit is not None:
@@ -318,7 +378,8 @@ class _Exchanger:
             va, vb = self._cviol(cnt[a], hi, lo, a), self._cviol(cnt[b], hi, lo, b)
             wa = self._cviol(cnt[a] - d_o + d_i, hi, lo, a)
             wb = self._cviol(cnt[b] + d_o - d_i, hi, lo, b)
-            ok_t &= (wa <= va) & (wb <= vb)
+            h = self._held[g.name]
+            ok_t &= ((wa <= va) | bool(h[a])) & ((wb <= vb) | bool(h[b]))
             fall[g.name] = va + vb - wa - wb
         ok_t &= fall[goal.name] > 0
         self._tables[key] = (ok_t, fall[goal.name])
