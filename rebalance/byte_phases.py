@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 from spindle.rebalance.bands import band_floor
-from spindle.rebalance.placement import Placer
+from spindle.rebalance.placement import TRIES, Placer
 
 
 def evacuate(pl: Placer) -> None:
@@ -117,28 +117,116 @@ def balance_broker_bytes(pl: Placer) -> None:
         if pl._shed_broker(b, float(excess[b]), floor_room, only_broker=-1) < 0:
             stuck.add(b)
     stuck.clear()
+    windows = _Windows(pl)
     while not pl.capped:
         deficit = np.where(pl.host_b & pl.recv_broker(), pl.b_lo - pl.b_load, 0.0)
         deficit[list(stuck)] = 0.0
         b = int(np.argmax(deficit / np.maximum(pl.b_cap, 1.0)))
         if deficit[b] <= 0:
             break
-        moved = -1
-        with np.errstate(invalid="ignore", divide="ignore"):
-            util = np.where(pl.host_b, pl.b_load / pl.b_cap, -np.inf)
-        rack = pl._broker_rack[b]
-        for donor in np.argsort(-util, kind="stable").tolist():
-            slack = float(pl.b_load[donor] - pl.b_lo[donor])
-            # rack_open: skip a donor none of whose replicas may join b's rack.
-            if donor == b or slack <= 0 or not pl.host_b[donor] or not pl.rack_open(donor)[rack]:
-                continue
-            need = min(float(deficit[b]), slack)
-            room = min(float(pl.b_hi[b] - pl.b_load[b]), slack)
-            moved = pl._shed_broker(donor, need, room, only_broker=b)
-            if moved >= 0:
-                break
+        moved = _take(pl, b, float(deficit[b]), windows)
         if moved < 0:
             stuck.add(b)
+
+
+def _take(pl: Placer, b: int, deficit: float, windows: _Windows) -> int:
+    """Broker b, ``deficit`` bytes below its band, takes one replica from the fullest donor
+    that gives one: the replica moved, or -1."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        util = np.where(pl.host_b, pl.b_load / pl.b_cap, -np.inf)
+    rack = pl._broker_rack[b]
+    for donor in np.argsort(-util, kind="stable").tolist():
+        slack = float(pl.b_load[donor] - pl.b_lo[donor])
+        # rack_open: skip a donor none of whose replicas may join b's rack.
+        if donor == b or slack <= 0 or not pl.host_b[donor] or not pl.rack_open(donor)[rack]:
+            continue
+        need = min(deficit, slack)
+        room = min(float(pl.b_hi[b] - pl.b_load[b]), slack)
+        if not windows.may_give(donor, rack, need, room):
+            continue
+        moved = pl._shed_broker(donor, need, room, only_broker=b)
+        if moved >= 0:
+            return moved
+    return -1
+
+
+#: One hosting directory of a donor: its span of the candidate order (start, end), the
+#: positions in it of its replicas not moved yet, and those replicas.
+_Dir = tuple[int, int, np.ndarray, np.ndarray]
+
+
+class _Windows:
+    """Which replicas a donor's search for a taker (``_shed_broker(donor, need, room,
+    only_broker=b)``) tries, and whether any of them may join the taker's rack: when none
+    may, the search fails without scoring a destination, so it is skipped (same plan).
+
+    Why: where rack awareness confines most partitions (racks of unequal size), a taker
+    below its byte band asks the fullest brokers one after another and each tries its best
+    fits on every directory in vain (combined, 1M replicas on 1506 brokers: 1.39M searches
+    for 7.9K moves, none of them scoring a destination; ~125 CPU s, most of the plan). The
+    check reads per directory the replicas not moved yet, in the search's order, and which
+    may join a rack, kept until the donor's version changes (a move off or onto it, or of any
+    replica of a partition it holds: ``PlannerState.touched``), and per search only where
+    ``need`` cuts them: the ``TRIES`` after the cut (the best fit, down), and the ``TRIES``
+    before it up to ``room`` bytes (``Placer.shed``). A broker that may not receive keeps
+    the full search (``shed``'s guard skips replicas whose leaving would cost it its count
+    bands, so it tries others)."""
+
+    def __init__(self, pl: Placer) -> None:
+        self.pl = pl
+        #: Per donor: its version, and per hosting dir (first position in the candidate
+        #: order, positions of its unmoved replicas, those replicas, per rack which may join).
+        self._by: dict[int, tuple[int, list[_Dir], dict[int, list[np.ndarray]]]] = {}
+
+    def _of(self, donor: int) -> tuple[int, list[_Dir], dict[int, list[np.ndarray]]]:
+        pl = self.pl
+        ver = pl.touched(donor)
+        known = self._by.get(donor)
+        if known is not None and known[0] == ver:
+            return known
+        starts, order = pl.p.dir_start, pl.p.order
+        dirs: list[_Dir] = []
+        for d in pl.dirs_of[donor].tolist():
+            if not pl.hosting[d]:
+                continue
+            lo, hi = int(starts[d]), int(starts[d + 1])
+            seg = order[lo:hi]
+            keep = ~pl.moved[seg] & (pl.cur_d[seg] == d)
+            dirs.append((lo, hi, np.flatnonzero(keep), seg[keep]))
+        by_rack: dict[int, list[np.ndarray]] = {}
+        self._by[donor] = (ver, dirs, by_rack)
+        return ver, dirs, by_rack
+
+    def may_give(self, donor: int, rack: int, need: float, room: float) -> bool:
+        """False when the search surely fails: no replica it tries may join ``rack``."""
+        pl = self.pl
+        if pl._closed_b[donor] or not pl.g.rack_aware:
+            return True
+        _, dirs, by_rack = self._of(donor)
+        oks = by_rack.get(rack)
+        if oks is None:
+            oks = [self._rack_ok(reps, rack) for _, _, _, reps in dirs]
+            by_rack[rack] = oks
+        for (lo, hi, pos, reps), ok in zip(dirs, oks, strict=True):
+            cut = int(np.searchsorted(pl.neg_sorted[lo:hi], -need, side="left"))
+            k = int(np.searchsorted(pos, cut))
+            if ok[k : k + TRIES].any():
+                return True
+            up = slice(max(k - TRIES, 0), k)
+            if (ok[up] & (pl.size_f[reps[up]] <= room)).any():
+                return True
+        return False
+
+    def _rack_ok(self, reps: np.ndarray, rack: int) -> np.ndarray:
+        """Which of ``reps`` (on one broker) the rack limit lets join ``rack``: the rack part
+        of ``PlannerState._may_join_many``, which refuses only more."""
+        pl = self.pl
+        parts = pl.c.rep_part[reps]
+        members = pl._members[parts]
+        on = (np.where(members >= 0, pl._rack_of_b[members], -1) == rack).sum(axis=1)
+        on -= pl._rack_of_b[pl.cur_b[reps]] == rack
+        out: np.ndarray = on < pl.rack_limit[parts]
+        return out
 
 
 def balance_disks(pl: Placer) -> None:
