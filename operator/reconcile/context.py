@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from spindle.operator import specs
 from spindle.operator.kube import KubeApi, Outcome
-from spindle.operator.specs import BrokerSpec
+from spindle.operator.specs import BrokerSpec, VolumeSpec
 from spindle.operator.specs.reassignment import ClusterView
 from spindle.operator.specs.release import LABEL_RELEASED
 from spindle.operator.specs.volume_state import DirReport, Evidence
@@ -97,6 +97,15 @@ class Context:
     #: step it chose for each volume in this pass, laid over the LogVolume's status.
     remediator: Any = None
     remediation: dict[int, Any] = field(default_factory=dict)
+
+    def held_volumes(self) -> list[VolumeSpec]:
+        """The declared volumes that are the broker's in this pass: not one whose LogVolume is
+        still ``Released``. Declaring a released volume id again is a spec change, and only the
+        full reconcile it triggers takes the volume back (``reattach_released``: desiredState
+        reset to Active, then state Pending); a periodic refresh can read the new spec first,
+        and must neither observe, cordon, drain nor write that LogVolume -- it would show the
+        directory Active (or Cordoned) under the released volume's stale ``desiredState``."""
+        return [v for v in self.broker.volumes if v.id not in self.released_logvolumes]
 
     def selector(self) -> str:
         return f"{specs.LABEL_BROKER}={self.broker.name},!{LABEL_RELEASED}"

@@ -136,7 +136,7 @@ def observe_volumes(ctx: Context) -> None:
     if ctx.pod is None:
         ctx.pod = ctx.api.get(PODS, ctx.broker.namespace, ctx.broker.name)
     node_problem = _node_problem(ctx)
-    for volume in ctx.broker.volumes:
+    for volume in ctx.held_volumes():
         claim_name = specs.pvc_name(ctx.broker.name, volume.id)
         claim = ctx.api.get(PVCS, ctx.broker.namespace, claim_name)
         pv_name = ((claim or {}).get("spec") or {}).get("volumeName")
@@ -221,7 +221,7 @@ def _announce(ctx: Context, live: Mapping[str, Any], old: Mapping[str, Any], new
 
 def volume_status(ctx: Context) -> None:
     namespace = ctx.broker.namespace
-    for volume in ctx.broker.volumes:
+    for volume in ctx.held_volumes():
         name = specs.logvolume_name(ctx.broker.name, volume.id)
         live = ctx.api.get(LOGVOLUMES, namespace, name)
         if live is None:

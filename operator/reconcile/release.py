@@ -13,8 +13,11 @@ storage diff refuses it otherwise, with the reason, and nothing is touched). The
 
 ``reattach_released`` (before the claims are applied) undoes it when the volume id is declared
 again: the kept claim is the volume's claim again (its data with it), and the LogVolume leaves
-``Released``. ``read_released`` reads both kinds of released object for the diff, and leaves
-out claims already being deleted (a deleted claim of a released volume lingers, Terminating,
+``Released`` (its ``desiredState`` reset to Active first, then its state). Until it has, the
+volume is not the broker's (``Context.held_volumes``): a periodic refresh that reads the new
+spec before this reconcile leaves the released LogVolume and its directory alone.
+``read_released`` reads both kinds of released object for the diff, and leaves out claims
+already being deleted (a deleted claim of a released volume lingers, Terminating,
 until the Pod that mounted it is gone: it is not a volume to keep or refuse).
 """
 
@@ -82,7 +85,16 @@ def reattach_released(ctx: Context) -> None:
         current = logvolume.get("status") or {}
         status = reattached_status(current, now=ctx.now)
         ctx.api.patch(LOGVOLUMES, namespace, name, {"status": status}, subresource="status")
-        ctx.logvolumes[volume.id] = {**logvolume, "status": {**current, **status}}
+        # The later steps of this pass (cordons, drain, status) read the copy: it must say
+        # Active too, or they would cordon the directory again and show it Empty.
+        meta = logvolume["metadata"]
+        labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != LABEL_RELEASED}
+        ctx.logvolumes[volume.id] = {
+            **logvolume,
+            "metadata": {**meta, "labels": labels},
+            "spec": {**(logvolume.get("spec") or {}), "desiredState": "Active"},
+            "status": {k: v for k, v in {**current, **status}.items() if v is not None},
+        }
         ctx.emit(
             "Normal",
             "VolumeReattached",
