@@ -237,13 +237,13 @@ class ReplicaManager:
             raise KafkaError(f"produce to {tp} carries no records", ErrorCode.CORRUPT_MESSAGE)
         partition_log = self.hosted_log(tp)
         if tp not in self.roles.leaders and not self.logs.is_partition_offline(tp):
-            # The metadata names this broker but its role is not taken yet (the metadata is
-            # applied in one step, so this should not happen): refuse, retriable, rather than
-            # append to a replica with no ISR behind its high watermark.
-            raise KafkaError(
-                f"broker {self.node_id} has not taken the leadership of {tp} yet",
-                ErrorCode.NOT_LEADER_OR_FOLLOWER,
-            )
+            # The metadata names this broker leader but the role is not taken: take it now, so
+            # the high watermark waits for the ISR (without a role an append counted as
+            # committed at once). Roles are applied with the metadata, so this should not
+            # happen; it did on the node (a new broker leading a reassigned partition), hence
+            # the warning, to find where.
+            log.warning("%s: led here per the metadata without its leader role; taking it", tp)
+            self.roles.apply(self._partitions())
         header = parse_header(records, 0)
         if header.size != len(records):
             raise KafkaError(

@@ -240,3 +240,24 @@ async def test_a_new_replica_is_led_before_its_directory_is_reported(
         assigner.release.set()
         await asyncio.wait_for(report, 10)
         await replicas.close()
+
+
+async def test_an_append_to_a_replica_led_without_its_role_takes_the_role_first(
+    logs: LogManager,
+) -> None:
+    """Whatever left the role behind the metadata, the append takes it before writing: the
+    record then waits for the follower instead of counting as committed at once."""
+    md = _metadata(leader=ME, epoch=0)
+    replicas = ReplicaManager(
+        node_id=ME, logs=logs, metadata=md, assigner=Assigner(), static_configs={}
+    )
+    await replicas.start()
+    try:
+        del replicas.roles.leaders[TP]  # the role lost, the metadata unchanged
+        replicas.append(TP, _batch(0, b"new"))
+        replica = logs.get_log(TP)
+        assert replica is not None
+        assert TP in replicas.roles.leaders
+        assert (replica.log_end_offset, replica.high_watermark) == (1, 0)
+    finally:
+        await replicas.close()
