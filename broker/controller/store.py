@@ -33,7 +33,17 @@ from dataclasses import dataclass
 from spindle.broker.common.errors import ErrorCode, KafkaError
 from spindle.broker.common.kafka_uuid import to_kafka_str
 
-from .etcd import AnyCompare, Compare, CompareCreate, Delete, EtcdClient, Get, KeyValue, Put
+from .etcd import (
+    AnyCompare,
+    Compare,
+    CompareCreate,
+    Delete,
+    EtcdClient,
+    EtcdError,
+    Get,
+    KeyValue,
+    Put,
+)
 from .model import (
     BrokerRegistration,
     BrokerSession,
@@ -221,10 +231,26 @@ class MetadataStore:
                     async with self._lock:
                         delta = self.apply_batch(batch)
                     await self._notify(delta)
+                continue
             except WatchCompacted as exc:
                 log.warning("metadata watch: %s; reloading", exc)
+            except Exception:
+                # A task that died here would leave this broker deaf to the metadata for good
+                # (its cache still moves when its own writes reload it, so it would answer on
+                # a leadership it never took): start over from a full reload instead.
+                log.exception("metadata watch failed; reloading and following again")
+                await asyncio.sleep(1.0)
+            await self._reload_until_done()
+            await self._notify(MetadataDelta(self.revision, full=True))
+
+    async def _reload_until_done(self) -> None:
+        while True:
+            try:
                 await self.load()
-                await self._notify(MetadataDelta(self.revision, full=True))
+                return
+            except EtcdError as exc:
+                log.warning("metadata reload failed (%s); retrying", exc)
+                await asyncio.sleep(1.0)
 
     async def _notify(self, delta: MetadataDelta) -> None:
         for listener in list(self._listeners):

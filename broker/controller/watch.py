@@ -150,7 +150,7 @@ class PrefixWatcher:
                     log.info("etcd watch stream from %s ended; resuming", endpoint)
                 except WatchCompacted:
                     raise
-                except (aiohttp.ClientError, EtcdError, ValueError) as exc:
+                except (aiohttp.ClientError, EtcdError, ValueError, OSError, TimeoutError) as exc:
                     log.warning(
                         "etcd watch on %s broke (%s); resuming from revision %d",
                         endpoint,

@@ -474,10 +474,29 @@ class ReplicaManager:
         while True:
             await asyncio.sleep(interval_s)
             try:
+                self.check_roles()
                 await self.report_directories()
                 await self.roles.check_isr()
             except Exception:
                 log.exception("reporting replica directories to the controller failed")
+
+    def check_roles(self) -> list[TopicPartition]:
+        """Take the roles the metadata gives, if some replica's role is not that one (see
+        :meth:`PartitionRoles.out_of_step`); the partitions that were out of step. Each
+        metadata change applies the roles at once, so any found here is a change that did not
+        reach :meth:`apply_metadata`: logged as a warning, with the partitions."""
+        partitions = self._partitions()
+        if self.metadata.cluster_id != self.logs.cluster_id:
+            return []
+        stale = self.roles.out_of_step(partitions)
+        if stale:
+            log.warning(
+                "roles out of step with the metadata for %s: taking them",
+                ", ".join(str(tp) for tp in stale[:10]) + (" ..." if len(stale) > 10 else ""),
+            )
+            self.roles.apply(partitions)
+            self.appended()
+        return stale
 
     async def sync_metadata(self) -> None:
         """Reload the metadata from etcd and act on it (:meth:`apply_metadata`)."""

@@ -91,6 +91,30 @@ class PartitionRoles:
             del self._follow_epochs[tp]
         self.fetchers.assign(followed, self._follow_epochs)
 
+    def out_of_step(
+        self, topics: Mapping[str, Mapping[int, PartitionView]]
+    ) -> list[TopicPartition]:
+        """The hosted, online replicas whose role is not the one the metadata gives them: led
+        here at an epoch this broker has not taken, or followed at one it does not follow.
+        Empty whenever every metadata change reached :meth:`apply` (the watch's listener);
+        :meth:`ReplicaManager.report_loop` checks it so that a change that did not (a listener
+        that failed, a watch that stalled) costs one report interval, not the partition."""
+        stale: list[TopicPartition] = []
+        for name, parts in topics.items():
+            for part in parts.values():
+                if self.node_id not in part.replicas or part.leader < 0:
+                    continue
+                tp = TopicPartition(name, part.partition)
+                if part.leader == self.node_id:
+                    state = self.leaders.get(tp)
+                    taken = state is not None and state.leader_epoch == part.leader_epoch
+                else:
+                    taken = self._follow_epochs.get(tp) == part.leader_epoch
+                hosted = self.logs.get_log(tp) is not None
+                if not taken and hosted and not self.logs.is_partition_offline(tp):
+                    stale.append(tp)
+        return stale
+
     def _lead(self, tp: TopicPartition, part: PartitionView, replica: Log, now: float) -> None:
         state = self.leaders.get(tp)
         if state is None or state.leader_epoch != part.leader_epoch:

@@ -139,8 +139,19 @@ class Scenario:
             ).stdout
             pods = self.kube.kubectl("get", "pods", "-n", NS, "-o", "wide", check=False).stdout
             raise AssertionError(
-                f"timed out waiting for {what}\n{pods}\noperator:\n{log}"
+                f"timed out waiting for {what}\n{pods}\noperator:\n{log}\n"
+                f"brokers' warnings:\n{self.broker_warnings()}"
             ) from None
+
+    def broker_warnings(self, tail: int = 15) -> str:
+        """The last WARNING/ERROR lines of each broker's log: what a failure report needs
+        from the brokers (the operator's log says only what it asked of them)."""
+        out = []
+        for pod in (*BROKERS, NEW_BROKER):
+            text = self.kube.kubectl("logs", "-n", NS, pod, check=False).stdout or ""
+            lines = [ln for ln in text.splitlines() if " WARNING " in ln or " ERROR " in ln]
+            out += [f"{pod}: {ln}" for ln in lines[-tail:]]
+        return "\n".join(out)
 
 
 def expected_sha256(partition: int) -> str:
@@ -345,6 +356,7 @@ def test_add_brokers_rebalance_runs_spark_on_kubernetes_and_moves_under_the_thro
     finally:
         report = live.finish()
     print(f"live producer: {report['summary']}")
+    print(f"brokers' warnings:\n{s.broker_warnings()}")
     assert report["acked"] > 100, report
     # The issue's claim: every acknowledged record is there, at the offset it was acked with.
     assert not report["missing"], report

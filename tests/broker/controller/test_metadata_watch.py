@@ -109,3 +109,45 @@ async def test_compacted_start_revision_reloads_the_view(client: EtcdClient) -> 
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_watch_that_fails_unexpectedly_is_followed_again_from_a_full_reload(
+    client: EtcdClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error the watcher does not expect (here injected once) used to end the follow
+    task: the broker then heard of no change again, while its own writes' reloads still moved
+    its cache (a new broker answered as leader of a partition it had never taken). Now the
+    view is reloaded, listeners hear a full change, and later changes arrive as before."""
+    prefix = f"/t/{uuid.uuid4().hex}"
+    writer = MetadataStore(client, prefix=prefix)
+    await writer.load()
+    follower = Follower(client, prefix)
+    await follower.store.load()
+    real_aiter = PrefixWatcher.__aiter__
+    failures = [RuntimeError("injected: a watch error nobody expected")]
+
+    def failing_once(self: PrefixWatcher) -> AsyncIterator[object]:
+        if failures:
+            raise failures.pop()
+        return real_aiter(self)
+
+    monkeypatch.setattr(PrefixWatcher, "__aiter__", failing_once)
+    deltas: list[object] = []
+
+    async def record(delta: object) -> None:
+        deltas.append(delta)
+
+    follower.store.add_listener(record)
+    await writer.put_topic(_topic("before"))
+    task = asyncio.create_task(follower.store.follow())
+    try:
+        await _wait_for(lambda: any(getattr(d, "full", False) for d in deltas), "a full reload")
+        assert "before" in follower.store.topics
+        await writer.put_topic(_topic("after"))
+        await _wait_for(
+            lambda: any("after" in getattr(d, "topics", ()) for d in deltas), "the next change"
+        )
+        assert not task.done()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -261,3 +261,29 @@ async def test_an_append_to_a_replica_led_without_its_role_takes_the_role_first(
         assert (replica.log_end_offset, replica.high_watermark) == (1, 0)
     finally:
         await replicas.close()
+
+
+async def test_a_metadata_change_that_missed_the_roles_is_taken_by_the_next_report_round(
+    logs: LogManager,
+) -> None:
+    """A leadership the metadata gives but no listener applied (the metadata changed under the
+    roles) is taken by :meth:`ReplicaManager.check_roles`, the report loop's first step, and
+    named; once in step it finds nothing. Both directions: a follower made leader, and back."""
+    md = _metadata(leader=OTHER, epoch=0)
+    replicas = ReplicaManager(
+        node_id=ME, logs=logs, metadata=md, assigner=Assigner(), static_configs={}
+    )
+    await replicas.start()
+    try:
+        assert replicas.check_roles() == []
+        md.topics["t"] = _metadata(leader=ME, epoch=1).topics["t"]  # no apply_metadata
+        assert TP not in replicas.roles.leaders
+        assert replicas.check_roles() == [TP]
+        assert replicas.roles.leaders[TP].leader_epoch == 1
+        assert replicas.check_roles() == []
+        md.topics["t"] = _metadata(leader=OTHER, epoch=2).topics["t"]
+        assert replicas.check_roles() == [TP]
+        assert TP not in replicas.roles.leaders
+        assert replicas.check_roles() == []
+    finally:
+        await replicas.close()
