@@ -430,12 +430,21 @@ def test_each_volume_state_colours_its_bar_as_the_legend_shows_and_no_two_alike(
     page.goto("/")
     colours = {}
     for name, state in zip(names, VOLUME_STATES, strict=False):
-        row = page.locator(f'tr[data-volume="{demo.namespace}/{name}"][data-state="{state}"]')
-        row.wait_for()
-        bar = row.locator("rect.fill").evaluate("e => getComputedStyle(e).fill")
-        badge = row.locator(".badge").evaluate("e => getComputedStyle(e).backgroundColor")
-        swatch = page.locator(f".legend .swatch.state-{state}").evaluate(
-            "e => getComputedStyle(e).backgroundColor"
+        selector = f'tr[data-volume="{demo.namespace}/{name}"][data-state="{state}"]'
+        page.locator(selector).wait_for()
+        # One script reads all three: live updates swap <main> between two evaluations, and a
+        # detached element's computed style is empty (seen on CI: the swatch read '').
+        bar, badge, swatch = page.evaluate(
+            """([selector, state]) => {
+                const row = document.querySelector(selector);
+                const swatch = document.querySelector(`.legend .swatch.state-${state}`);
+                return [
+                    getComputedStyle(row.querySelector("rect.fill")).fill,
+                    getComputedStyle(row.querySelector(".badge")).backgroundColor,
+                    getComputedStyle(swatch).backgroundColor,
+                ];
+            }""",
+            [selector, state],
         )
         assert bar == badge == swatch, (state, bar, badge, swatch)
         colours[state] = bar
