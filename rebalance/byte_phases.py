@@ -8,6 +8,8 @@ directory gives and how much; the destination search and source picking are shar
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 import numpy as np
 from spindle.rebalance.bands import band_floor
 from spindle.rebalance.placement import TRIES, Placer
@@ -131,18 +133,21 @@ def balance_broker_bytes(pl: Placer) -> None:
 
 def _take(pl: Placer, b: int, deficit: float, windows: _Windows) -> int:
     """Broker b, ``deficit`` bytes below its band, takes one replica from the fullest donor
-    that gives one: the replica moved, or -1."""
+    that gives one: the replica moved, or -1. Nothing changes until a move (which ends the
+    search), so the donors' slack is read once, for all of them."""
     with np.errstate(invalid="ignore", divide="ignore"):
         util = np.where(pl.host_b, pl.b_load / pl.b_cap, -np.inf)
     rack = pl._broker_rack[b]
-    for donor in np.argsort(-util, kind="stable").tolist():
-        slack = float(pl.b_load[donor] - pl.b_lo[donor])
-        # rack_open: skip a donor none of whose replicas may join b's rack.
-        if donor == b or slack <= 0 or not pl.host_b[donor] or not pl.rack_open(donor)[rack]:
-            continue
+    order = np.argsort(-util, kind="stable")
+    slack_all = (pl.b_load - pl.b_lo)[order]
+    keep = (order != b) & (slack_all > 0) & pl.host_b[order]
+    room_b = float(pl.b_hi[b] - pl.b_load[b])
+    for donor, slack in zip(order[keep].tolist(), slack_all[keep].tolist(), strict=True):
         need = min(deficit, slack)
-        room = min(float(pl.b_hi[b] - pl.b_load[b]), slack)
-        if not windows.may_give(donor, rack, need, room):
+        room = min(room_b, slack)
+        # rack_open: skip a donor none of whose replicas may join b's rack; may_give: none
+        # of those the search would try.
+        if not windows.may_give(donor, rack, need, room) or not pl.rack_open(donor)[rack]:
             continue
         moved = pl._shed_broker(donor, need, room, only_broker=b)
         if moved >= 0:
@@ -150,9 +155,9 @@ def _take(pl: Placer, b: int, deficit: float, windows: _Windows) -> int:
     return -1
 
 
-#: One hosting directory of a donor: its span of the candidate order (start, end), the
-#: positions in it of its replicas not moved yet, and those replicas.
-_Dir = tuple[int, int, np.ndarray, np.ndarray]
+#: One hosting directory of a donor: its replicas not moved yet in the search's order
+#: (largest first), their sizes negated (ascending) and their sizes, as lists.
+_Dir = tuple[np.ndarray, list[float], list[float]]
 
 
 class _Windows:
@@ -170,15 +175,25 @@ class _Windows:
     ``need`` cuts them: the ``TRIES`` after the cut (the best fit, down), and the ``TRIES``
     before it up to ``room`` bytes (``Placer.shed``). A broker that may not receive keeps
     the full search (``shed``'s guard skips replicas whose leaving would cost it its count
-    bands, so it tries others)."""
+    bands, so it tries others).
+
+    The same (donor, version, rack) is asked again and again with another ``need`` (the
+    1.39M checks above were 9.7K of them), so each keeps the positions of the replicas that
+    may join the rack, and a check is two bisections per directory: the first of those
+    positions at or after the cut lies within ``TRIES`` of it (down), or the last before it
+    lies within ``TRIES`` and is at most ``room`` bytes (up: sizes fall along the order, so
+    the last is the smallest)."""
 
     def __init__(self, pl: Placer) -> None:
         self.pl = pl
-        #: Per donor: its version, and per hosting dir (first position in the candidate
-        #: order, positions of its unmoved replicas, those replicas, per rack which may join).
-        self._by: dict[int, tuple[int, list[_Dir], dict[int, list[np.ndarray]]]] = {}
+        #: Per donor: its version, its hosting dirs, and per rack, per dir, the positions
+        #: (ascending) of the replicas that may join the rack.
+        self._by: dict[int, tuple[int, list[_Dir], dict[int, list[list[int]]]]] = {}
+        #: Per (donor, rack): the donor's version and where its last check failed likewise:
+        #: every ``need`` in [lo, hi) with a ``room`` under the third figure.
+        self._no: dict[tuple[int, int], tuple[int, float, float, float]] = {}
 
-    def _of(self, donor: int) -> tuple[int, list[_Dir], dict[int, list[np.ndarray]]]:
+    def _of(self, donor: int) -> tuple[int, list[_Dir], dict[int, list[list[int]]]]:
         pl = self.pl
         ver = pl.touched(donor)
         known = self._by.get(donor)
@@ -192,8 +207,9 @@ class _Windows:
             lo, hi = int(starts[d]), int(starts[d + 1])
             seg = order[lo:hi]
             keep = ~pl.moved[seg] & (pl.cur_d[seg] == d)
-            dirs.append((lo, hi, np.flatnonzero(keep), seg[keep]))
-        by_rack: dict[int, list[np.ndarray]] = {}
+            reps = seg[keep]
+            dirs.append((reps, pl.neg_sorted[lo:hi][keep].tolist(), pl.size_f[reps].tolist()))
+        by_rack: dict[int, list[list[int]]] = {}
         self._by[donor] = (ver, dirs, by_rack)
         return ver, dirs, by_rack
 
@@ -202,19 +218,26 @@ class _Windows:
         pl = self.pl
         if pl._closed_b[donor] or not pl.g.rack_aware:
             return True
+        ver = pl.touched(donor)
+        no = self._no.get((donor, rack))
+        if no is not None and no[0] == ver and no[1] <= need < no[2] and room < no[3]:
+            return False
         _, dirs, by_rack = self._of(donor)
         oks = by_rack.get(rack)
         if oks is None:
-            oks = [self._rack_ok(reps, rack) for _, _, _, reps in dirs]
+            oks = [np.flatnonzero(self._rack_ok(reps, rack)).tolist() for reps, _, _ in dirs]
             by_rack[rack] = oks
-        for (lo, hi, pos, reps), ok in zip(dirs, oks, strict=True):
-            cut = int(np.searchsorted(pl.neg_sorted[lo:hi], -need, side="left"))
-            k = int(np.searchsorted(pos, cut))
-            if ok[k : k + TRIES].any():
+        lo_need, hi_need, room_max = -np.inf, np.inf, np.inf
+        for (_, neg, size), ok in zip(dirs, oks, strict=True):
+            if not ok:
+                continue
+            fails = _window_fails(neg, size, ok, need, room)
+            if fails is None:
                 return True
-            up = slice(max(k - TRIES, 0), k)
-            if (ok[up] & (pl.size_f[reps[up]] <= room)).any():
-                return True
+            lo_need = max(lo_need, fails[0])
+            hi_need = min(hi_need, fails[1])
+            room_max = min(room_max, fails[2])
+        self._no[donor, rack] = (ver, lo_need, hi_need, room_max)
         return False
 
     def _rack_ok(self, reps: np.ndarray, rack: int) -> np.ndarray:
@@ -227,6 +250,33 @@ class _Windows:
         on -= pl._rack_of_b[pl.cur_b[reps]] == rack
         out: np.ndarray = on < pl.rack_limit[parts]
         return out
+
+
+def _window_fails(
+    neg: list[float], size: list[float], ok: list[int], need: float, room: float
+) -> tuple[float, float, float] | None:
+    """One directory of ``_Windows.may_give``: its replicas not moved yet (sizes negated,
+    ascending, and sizes), the positions of those that may join the rack (ascending). None
+    when the search for ``need`` (up to ``room`` bytes) tries one of those; else where it
+    fails likewise: every ``need`` in [lo, hi) with a ``room`` under the third figure."""
+    k = bisect_left(neg, -need)  # replicas larger than ``need``: shed's cut
+    i = bisect_left(ok, k)
+    q = ok[i] if i < len(ok) else len(neg) + TRIES  # the first that may join, at or after k
+    if q < k + TRIES:
+        return None  # down from the best fit
+    p = ok[i - 1] if i > 0 else -1  # the last that may join before k: the smallest of them
+    near = p >= 0 and p >= k - TRIES
+    if near and size[p] <= room:
+        return None  # up from the cut
+    # Every cut from k_lo to k_hi has the same neighbours p and q, so fails likewise.
+    k_lo, k_hi = p + 1, q - TRIES
+    room_max = size[p] if near else np.inf
+    if p >= 0 and not near:
+        k_lo = p + TRIES + 1
+    # The cut is k for a need from size[k] (the first replica not larger) up to size[k - 1].
+    lo_need = size[k_hi] if k_hi < len(size) else -np.inf
+    hi_need = size[k_lo - 1] if k_lo > 0 else np.inf
+    return lo_need, hi_need, room_max
 
 
 def balance_disks(pl: Placer) -> None:
