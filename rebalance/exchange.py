@@ -25,6 +25,8 @@ array operations over the few brokers involved, against the same figures the sum
 Among the candidates that pass, the largest fall of the violation wins, then the fewest bytes
 moved, ties to the lowest index (deterministic). Brokers of one rack trade without touching
 rack limits, so when racks are uneven same-rack partners are always among those tried.
+The search itself (``exchange_search``) judges byte bands first, and for every partner after
+the first only the candidates that beat the best exchange found so far.
 
 Offenders are the brokers out of a count band except those the hard rules hold there
 (``_violation``): a rack that rack awareness keeps above the replica band keeps it whatever
@@ -41,12 +43,10 @@ offender).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
-from spindle.rebalance.bands import band_floor
+from spindle.rebalance.exchange_search import ExchangeSearch, Grid
 from spindle.rebalance.goals import CountGoal
 from spindle.rebalance.goals.rack import hosting_racks, rack_limits
 
@@ -59,45 +59,6 @@ POOL = 96
 POOL2 = 24
 #: Partner brokers tried for one offender (plus as many of its own rack).
 PARTNERS = 6
-#: Candidates whose directories are checked at once, best first.
-CHUNK = 1024
-#: Relative tolerance when comparing a band distance with the one before.
-EPS = 1e-9
-
-
-_EMPTY = np.zeros(0)
-
-
-@dataclass(kw_only=True)
-class _Grid:
-    """One exchange search's candidates between A and B: out-sets of A (``o1`` and, for
-    pairs, ``o2``; -1: none) and in-replicas of B (``ins``; -1 first: none), their sizes,
-    count classes, current directories, and each side's emptiest receivable dir. The cells
-    the count table and destinations allow (out-set ``po``, in-replica ``pi``) with their
-    fall and bytes are filled in once known."""
-
-    o1: np.ndarray
-    o2: np.ndarray
-    ins: np.ndarray
-    has2: np.ndarray
-    hasi: np.ndarray
-    s1: np.ndarray
-    s2: np.ndarray
-    si: np.ndarray
-    oc: np.ndarray
-    ic: np.ndarray
-    d1: np.ndarray
-    d2: np.ndarray
-    di: np.ndarray
-    e_a: int
-    e_b: int
-    r_d1: np.ndarray = field(default_factory=lambda: _EMPTY)
-    r_di: np.ndarray = field(default_factory=lambda: _EMPTY)
-    v_any: np.ndarray = field(default_factory=lambda: _EMPTY)
-    po: np.ndarray = field(default_factory=lambda: _EMPTY)
-    pi: np.ndarray = field(default_factory=lambda: _EMPTY)
-    c_fall: np.ndarray = field(default_factory=lambda: _EMPTY)
-    c_bytes: np.ndarray = field(default_factory=lambda: _EMPTY)
 
 
 def exchange_counts(pl: Planner) -> int:
@@ -137,7 +98,7 @@ def _violation(pl: Planner, goal: CountGoal) -> tuple[np.ndarray, np.ndarray]:
     return np.where(pl.host_b & ~held, over + under, 0), held
 
 
-class _Exchanger:
+class _Exchanger(ExchangeSearch):
     def __init__(self, pl: Planner) -> None:
         self.pl = pl
         c = pl.c
@@ -165,8 +126,9 @@ class _Exchanger:
         #: ``_count_table`` by its inputs (the goal, both brokers' replica and leader counts;
         #: the bands do not change while exchanging): most searches repeat a few of them.
         self._tables: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray]] = {}
-        #: Searches that found no exchange, by goal, giver, taker and the two versions.
-        self._failed: set[tuple[str, int, int, int, int]] = set()
+        #: Searches that found no exchange, by goal, giver, taker, the two versions and
+        #: whether each is held out of a band.
+        self._failed: set[tuple[object, ...]] = set()
         #: Per count goal, the brokers held out of its band (``_violation``), as of the last
         #: offender scan.
         self._held: dict[str, np.ndarray] = {}
@@ -302,12 +264,23 @@ class _Exchanger:
             if bound <= 0 or (best is not None and bound < -best[0]):
                 continue
             # A search reads only the two brokers (their replicas, partitions, loads and
-            # counts): one that found nothing finds nothing again until either changes.
-            key = (goal.name, giver, taker, pl.touched(giver), pl.touched(taker))
+            # counts) and whether each is held out of a band (the count table's exception):
+            # one that found nothing finds nothing again until one of those changes.
+            key = (
+                goal.name,
+                giver,
+                taker,
+                pl.touched(giver),
+                pl.touched(taker),
+                *self._held_flags(giver, taker),
+            )
             if key in self._failed:
                 continue
-            found = self._best_exchange(giver, taker, goal, table)
-            if found is None:
+            # Only what beats the best so far matters (``_best_exchange``'s cutoff); a search
+            # so cut that finds nothing may have found something above the cut.
+            cut = None if best is None else best[:2]
+            found = self._best_exchange(giver, taker, goal, table, cut)
+            if found is None and cut is None:
                 self._failed.add(key)
             if found is not None and (best is None or found[:2] < best[:2]):
                 best = (found[0], found[1], giver, taker, found[2])
@@ -316,6 +289,13 @@ class _Exchanger:
         if not self._commit(best[4]):
             return set()
         return {best[2], best[3]}
+
+    def _held_flags(self, a: int, b: int) -> tuple[bool, ...]:
+        """Whether a and b are held out of the replica and the leader band (``_violation``)."""
+        pl = self.pl
+        return tuple(
+            bool(self._held[g.name][x]) for g in (pl.replica_goal, pl.leader_goal) for x in (a, b)
+        )
 
     def _same_rack(self, b: int, same: list[int], goal: CountGoal, *, over: bool) -> list[int]:
         """The first PARTNERS of ``same`` whose count table with b allows an exchange."""
@@ -385,42 +365,7 @@ class _Exchanger:
         self._tables[key] = (ok_t, fall[goal.name])
         return ok_t, fall[goal.name]
 
-    def _best_exchange(
-        self, a: int, b: int, goal: CountGoal, table: tuple[np.ndarray, np.ndarray]
-    ) -> tuple[float, float, list[tuple[int, int]]] | None:
-        """Best exchange with A = a giving one or two replicas to B = b and B giving back none
-        or one: (-violation fall, bytes moved, [(replica, destination dir)]) or None.
-
-        Candidates are the cells of an out-set x in-replica grid (flat index = out-set x
-        in-pool size + in position), each with up to four destination variants. They are
-        judged cheapest first: count rules from a table over the few (replicas, leaders)
-        classes of out-sets and in-replicas, byte bands only on the cells the counts allow,
-        and the directory check (the costly part) only on the first candidates in order
-        (largest fall, fewest bytes, variant, cell), in pieces, stopping at the first that
-        passes. Sorting every candidate measured most of a mid-size plan's time; the first
-        piece nearly always holds the winner."""
-        del goal  # the table already holds the fall of the goal worked on
-        if not self.recv_b[b]:
-            return None
-        gr = self._grid(a, b)
-        ok_t, fall_t = table
-        if gr is None or not ok_t.any():
-            return None
-        cell_ok = ok_t[gr.oc[:, None], gr.ic[None, :]] & gr.v_any
-        cell = np.flatnonzero(cell_ok)
-        if len(cell) == 0:
-            return None
-        n_in = len(gr.ins)
-        gr.po, gr.pi = cell // n_in, cell % n_in
-        gr.c_fall = fall_t[gr.oc[gr.po], gr.ic[gr.pi]]
-        gr.c_bytes = gr.s1[gr.po] + gr.s2[gr.po] + gr.si[gr.pi]
-        for piece in _pieces(-gr.c_fall, gr.c_bytes):
-            found = self._search_piece(a, b, gr, piece)
-            if found is not None:
-                return found
-        return None
-
-    def _grid(self, a: int, b: int) -> _Grid | None:
+    def _grid(self, a: int, b: int) -> Grid | None:
         """The out-sets of A (singles, then pairs of the POOL2 smallest: three moves, so not
         under caps), B's in-replicas (none first), their sizes, count classes and destination
         variants; None when A has nothing to give."""
@@ -443,7 +388,7 @@ class _Exchanger:
         q2, qi = np.maximum(o2, 0), np.maximum(ins, 0)
         # Count classes: out-set (replicas - 1) * 3 + leaders; in-replica none/follower/leader.
         l_o = pl.lead[o1].astype(np.int64) + (has2 & pl.lead[q2])
-        gr = _Grid(
+        gr = Grid(
             o1=o1,
             o2=o2,
             ins=ins,
@@ -466,74 +411,7 @@ class _Exchanger:
         # plain move (no in-replica) has only B's dir to choose.
         gr.r_d1 = pl.recv[gr.d1]
         gr.r_di = hasi & pl.recv[np.maximum(gr.di, 0)]
-        eb_ok, ea_ok, r_d1, r_di = gr.e_b >= 0, gr.e_a >= 0, gr.r_d1, gr.r_di
-        v_any = (r_di[None, :] & r_d1[:, None]) | (eb_ok & (~hasi[None, :] | r_d1[:, None]))
-        v_any |= r_di[None, :] & ea_ok
-        v_any |= hasi[None, :] & (eb_ok & ea_ok)
-        gr.v_any = v_any
         return gr
-
-    def _search_piece(
-        self, a: int, b: int, gr: _Grid, piece: np.ndarray
-    ) -> tuple[float, float, list[tuple[int, int]]] | None:
-        """Byte bands, then the piece (whole groups of equal fall and bytes) expanded into its
-        destination variants, checked in the order (fall, bytes, variant, cell) in chunks."""
-        po, pi, hasi = gr.po, gr.pi, gr.hasi
-        o, n = po[piece], pi[piece]
-        delta = gr.si[n] - gr.s1[o] - gr.s2[o]  # change of A's bytes
-        piece = piece[self._bband(a, delta) & self._bband(b, -delta)]
-        o, n = po[piece], pi[piece]
-        hi_ = hasi[n]
-        eb_ok, ea_ok = gr.e_b >= 0, gr.e_a >= 0
-        v_ok = np.stack(
-            (
-                gr.r_di[n] & gr.r_d1[o],
-                eb_ok & (~hi_ | gr.r_d1[o]),
-                gr.r_di[n] & ea_ok,
-                hi_ & (eb_ok & ea_ok),
-            )
-        )
-        vv, kk = np.nonzero(v_ok)
-        k = piece[kk]
-        order = np.lexsort((k, vv, gr.c_bytes[k], -gr.c_fall[k]))
-        vv, k = vv[order], k[order]
-        for at in range(0, len(k), CHUNK):
-            found = self._check_chunk(a, b, gr, k[at : at + CHUNK], vv[at : at + CHUNK])
-            if found is not None:
-                return found
-        return None
-
-    def _check_chunk(
-        self, a: int, b: int, gr: _Grid, kc: np.ndarray, vc: np.ndarray
-    ) -> tuple[float, float, list[tuple[int, int]]] | None:
-        """The directory check of candidates ``kc`` with variants ``vc``: the first that
-        passes, as the exchange's (-fall, bytes, moves), or None."""
-        pl = self.pl
-        dirs_a, dirs_b = pl.dirs_of[a], pl.dirs_of[b]
-        s1, s2, si, d1, d2, di = gr.s1, gr.s2, gr.si, gr.d1, gr.d2, gr.di
-        o, n = gr.po[kc], gr.pi[kc]
-        ka = np.where(vc < 2, np.where(gr.hasi[n], d1[o], -1), gr.e_a)
-        kb = np.where(vc % 2 == 0, di[n], gr.e_b)
-        da = -((d1[o, None] == dirs_a[None, :]) * s1[o, None])
-        da = da - (d2[o, None] == dirs_a[None, :]) * s2[o, None]
-        da = da + (ka[:, None] == dirs_a[None, :]) * si[n, None]
-        dbm = (kb[:, None] == dirs_b[None, :]) * (s1[o] + s2[o])[:, None]
-        dbm = dbm - (di[n, None] == dirs_b[None, :]) * si[n, None]
-        got_a = ka[:, None] == dirs_a[None, :]
-        got_b = kb[:, None] == dirs_b[None, :]
-        good = self._dirs_ok(dirs_a, da, got_a) & self._dirs_ok(dirs_b, dbm, got_b)
-        hit = np.flatnonzero(good)
-        if not len(hit):
-            return None
-        h = int(hit[0])
-        r = int(kc[h])
-        ro, rn = int(gr.po[r]), int(gr.pi[r])
-        moves = [(int(gr.o1[ro]), int(kb[h]))]
-        if gr.has2[ro]:
-            moves.append((int(gr.o2[ro]), int(kb[h])))
-        if gr.hasi[rn]:
-            moves.append((int(gr.ins[rn]), int(ka[h])))
-        return (-float(gr.c_fall[r]), float(gr.c_bytes[r]), moves)
 
     def _emptiest(self, b: int) -> int:
         """Broker b's receivable dir with the lowest utilisation, or -1."""
@@ -552,72 +430,3 @@ class _Exchanger:
         c = np.asarray(cnt)
         del b
         return np.asarray(np.maximum(c - hi, 0) + np.maximum(lo - c, 0))
-
-    def _bband(self, b: int, delta: np.ndarray) -> np.ndarray:
-        """Broker b's byte band after adding ``delta`` bytes: inside, or no further out."""
-        pl = self.pl
-        lo, hi = float(pl.b_lo[b]), float(pl.b_hi[b])
-        now = float(pl.b_load[b])
-        after = now + delta
-        tol = EPS * max(hi, 1.0)
-        d_after = np.maximum(after - hi, 0) + np.maximum(lo - after, 0)
-        d_before = max(now - hi, 0.0) + max(lo - now, 0.0)
-        return np.asarray(d_after <= d_before + tol)
-
-    def _dirs_ok(self, dirs: np.ndarray, delta: np.ndarray, got: np.ndarray) -> np.ndarray:
-        """Every hosting dir of one broker after adding ``delta`` (candidates x dirs): no dir
-        that receives a replica (``got``) ends above the capacity threshold, even if it loses
-        more than it gets, and every Active dir ends inside its band (relative to the broker's
-        Active mean after the exchange) or no further from it than before."""
-        pl = self.pl
-        load = pl.dir_load[dirs]
-        tot = self.total[dirs]
-        act = pl.active[dirs]
-        hard = pl.hard[dirs]
-        after = load + delta
-        ok = ~(got & (after > hard + 0.5)).any(axis=-1)
-        a_cap = float(tot[act].sum())
-        if a_cap <= 0:
-            return np.asarray(ok)
-        a_now = float(load[act].sum())
-        a_after = a_now + (delta * act).sum(axis=-1)
-        u_now = a_now / a_cap
-        u_after = a_after / a_cap
-        db = self.db
-        d_before = np.maximum(load - db * u_now * tot, 0) + np.maximum(
-            band_floor(db, u_now) * tot - load, 0
-        )
-        ua = u_after[..., None]
-        d_after = np.maximum(after - db * ua * tot, 0) + np.maximum(
-            band_floor(db, ua) * tot - after, 0
-        )
-        tol = EPS * tot
-        worse = act & (d_after > d_before + tol)
-        ok &= ~worse.any(axis=-1)
-        return np.asarray(ok)
-
-
-def _pieces(key: np.ndarray, cost: np.ndarray) -> Iterator[np.ndarray]:
-    """Positions 0..n-1 in the order (key, cost, position), lazily, in pieces of whole groups
-    of equal (key, cost), ``CHUNK`` or so first and twice as many each time after: a partial
-    selection per piece instead of one sort of everything, since the caller usually stops in
-    the first piece (and growing pieces keep a long read to a few selections)."""
-    size = CHUNK
-    rest = np.arange(len(key))
-    while len(rest):
-        kr = key[rest]
-        first = kr == kr.min()
-        pos, rest = rest[first], rest[~first]
-        while len(pos):
-            c = cost[pos]
-            if len(pos) > 2 * size:
-                t = np.partition(c, size)[size]
-                size *= 2
-                head = c < t
-                if not head.any():
-                    head = c <= t
-            else:
-                head = np.ones(len(pos), bool)
-            h = pos[head]
-            yield h[np.lexsort((h, c[head]))]
-            pos = pos[~head]

@@ -8,6 +8,7 @@ with a function that exchanges nothing."""
 
 from __future__ import annotations
 
+from itertools import product
 from typing import Any
 
 import numpy as np
@@ -143,7 +144,7 @@ def test_exchanges_respect_the_move_cap() -> None:
 def test_exchange_candidates_come_in_the_order_of_one_full_sort() -> None:
     """The search reads candidates lazily, piece by piece (partial selection), and stops at
     the first that fits; the order must be exactly (key, cost, position), ties included."""
-    from spindle.rebalance.exchange import CHUNK, _pieces
+    from spindle.rebalance.exchange_search import CHUNK, _pieces
 
     rng = np.random.default_rng(7)
     for n, distinct in ((10, 3), (3 * CHUNK, 5), (9 * CHUNK, 40), (9 * CHUNK, 9 * CHUNK)):
@@ -154,3 +155,40 @@ def test_exchange_candidates_come_in_the_order_of_one_full_sort() -> None:
         assert np.array_equal(got, np.lexsort((np.arange(n), cost, key)))
         if n > 2 * CHUNK and distinct > 2 * CHUNK:
             assert len(pieces) > 3  # read lazily, not one sort of everything
+
+
+def test_a_search_judges_the_cells_of_the_whole_grid_and_a_cut_only_hides_what_loses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``exchange_search``: the cells the byte bands leave (found per out-set by bisection)
+    are those the band check keeps over the whole grid, and a search cut at the best of
+    another partner answers its own best when that beats the cut, else nothing."""
+    from spindle.rebalance.exchange import _Exchanger
+
+    pl = _greedy_only(monkeypatch, generate(mid_shape(15)))
+    ex = _Exchanger(pl)
+    ex._viol(pl.replica_goal)
+    ex._viol(pl.leader_goal)
+    hosts = np.flatnonzero(pl.host_b).tolist()
+    found = 0
+    for goal, a, b in product((pl.replica_goal, pl.leader_goal), hosts, hosts):
+        if a == b:
+            continue
+        gr = ex._grid(a, b)
+        if gr is None:
+            continue
+        po, pi = ex._band_cells(a, b, gr)
+        o_all, i_all = np.divmod(np.arange(len(gr.o1) * len(gr.ins)), len(gr.ins))
+        delta = gr.si[i_all] - gr.s1[o_all] - gr.s2[o_all]
+        keep = ex._bband(a, delta) & ex._bband(b, -delta)
+        assert np.array_equal(po, o_all[keep])
+        assert np.array_equal(pi, i_all[keep])
+        table = ex._count_table(a, b, goal)
+        best = ex._best_exchange(a, b, goal, table)
+        if best is None:
+            continue
+        found += 1
+        assert ex._best_exchange(a, b, goal, table, best[:2]) is None
+        assert ex._best_exchange(a, b, goal, table, (best[0], best[1] + 1.0)) == best
+        assert ex._best_exchange(a, b, goal, table, (best[0] + 1.0, 0.0)) == best
+    assert found > 0
