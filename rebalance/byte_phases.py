@@ -245,8 +245,7 @@ class _Windows:
         of ``PlannerState._may_join_many``, which refuses only more."""
         pl = self.pl
         parts = pl.c.rep_part[reps]
-        members = pl._members[parts]
-        on = (np.where(members >= 0, pl._rack_of_b[members], -1) == rack).sum(axis=1)
+        on = (pl._mrack[parts] == rack).sum(axis=1)
         on -= pl._rack_of_b[pl.cur_b[reps]] == rack
         out: np.ndarray = on < pl.rack_limit[parts]
         return out

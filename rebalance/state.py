@@ -124,6 +124,9 @@ class PlannerState:
         # The same in the snapshot: a broker that held the partition takes none of its replicas.
         self._members0 = self._members.copy()
         self._rack_of_b = cluster.broker_rack.astype(np.int64)
+        # The racks of those brokers (-1: no replica), kept with them by ``apply``: the rack
+        # rule's checks read them for many replicas at once.
+        self._mrack = np.where(self._members >= 0, self._rack_of_b[self._members], -1)
         self._bad_rack = np.zeros(len(cluster.racks), bool)
         # Per broker, a version bumped by every move that changes a partition with a replica
         # there, moves one of its replicas or lands one on it (``touched``); ``rack_open``
@@ -223,6 +226,7 @@ class PlannerState:
                 if m >= 0 and m != b0:
                     self._ver[m] += 1
         self._members[p, self._slot[r]] = b
+        self._mrack[p, self._slot[r]] = self._broker_rack[b]
         self.moved[r] = True
         self.n_moves += 1
         self.bytes_moved += int(self.size[r])
@@ -297,9 +301,9 @@ class PlannerState:
         reps = order[cuts[b] : cuts[b + 1]]
         reps = reps[~self.moved[reps]]  # unmoved: still on b, where the snapshot put them
         parts = self.c.rep_part[reps]
-        mem = self._members[parts]
-        rows = np.repeat(np.arange(len(reps)), mem.shape[1])
-        racks = np.where(mem >= 0, self._rack_of_b[mem], n_racks).ravel()
+        mrack = self._mrack[parts]
+        rows = np.repeat(np.arange(len(reps)), mrack.shape[1])
+        racks = np.where(mrack >= 0, mrack, n_racks).ravel()
         on = np.bincount(rows * (n_racks + 1) + racks, minlength=len(reps) * (n_racks + 1))
         on = on.reshape(len(reps), n_racks + 1)[:, :n_racks]
         on[:, self._rack_of_b[b]] -= 1  # the replica itself leaves b's rack
@@ -362,15 +366,19 @@ class PlannerState:
         return lst[i] if i < end else -1
 
     def _may_join_many(self, reps: np.ndarray, b: int) -> np.ndarray:
-        """``_may_join`` for many replicas at once (one taker broker b)."""
+        """``_may_join`` for many replicas at once (one taker broker b). The rack rule first
+        (where racks confine partitions it refuses most), the members only of the rest."""
         parts = self.c.rep_part[reps]
-        members = self._members[parts]
-        ok: np.ndarray = ~(members == b).any(axis=1) & ~(self._members0[parts] == b).any(axis=1)
-        if self.g.rack_aware:
-            rk = self._broker_rack[b]
-            on_rack = (np.where(members >= 0, self._rack_of_b[members], -1) == rk).sum(axis=1)
-            on_rack -= self._rack_of_b[self.cur_b[reps]] == rk
-            ok &= on_rack < self.rack_limit[parts]
+        if not self.g.rack_aware:
+            ok: np.ndarray = ~(self._members[parts] == b).any(axis=1)
+            ok &= ~(self._members0[parts] == b).any(axis=1)
+            return ok
+        rk = self._broker_rack[b]
+        on_rack = (self._mrack[parts] == rk).sum(axis=1)
+        on_rack -= self._rack_of_b[self.cur_b[reps]] == rk
+        ok = on_rack < self.rack_limit[parts]
+        rest = parts[ok]
+        ok[ok] = ~(self._members[rest] == b).any(axis=1) & ~(self._members0[rest] == b).any(axis=1)
         return ok
 
     # ----------------------------------------------------------------- names
