@@ -147,7 +147,7 @@ def _take(pl: Placer, b: int, deficit: float, windows: _Windows) -> int:
         room = min(room_b, slack)
         # rack_open: skip a donor none of whose replicas may join b's rack; may_give: none
         # of those the search would try.
-        if not windows.may_give(donor, rack, need, room) or not pl.rack_open(donor)[rack]:
+        if not windows.may_give(donor, rack, need, room) or not pl.rack_open(donor, rack):
             continue
         moved = pl._shed_broker(donor, need, room, only_broker=b)
         if moved >= 0:

@@ -361,7 +361,7 @@ def _take_small(pl: Placer, b: int, goal: CountGoal, *, leaders: bool) -> bool:
     for donor in donors:
         if count[donor] - 1 < lo_c:
             break
-        if donor == b or not pl.rack_open(donor)[pl._broker_rack[b]]:
+        if donor == b or not pl.rack_open(donor, pl._broker_rack[b]):
             continue
         if _give_small(pl, donor, goal, only_broker=b, leaders=leaders, tries=TRIES):
             return True
@@ -380,7 +380,7 @@ def _refill(pl: Placer, b: int, count: np.ndarray, lo_c: int, refilled: set[int]
         slack = float(pl.b_load[donor] - pl.b_lo[donor])
         if donor == b or slack <= 0 or count[donor] - 1 < lo_c or donor in refilled:
             continue
-        if not pl.rack_open(donor)[pl._broker_rack[b]]:
+        if not pl.rack_open(donor, pl._broker_rack[b]):
             continue
         need = min(0.5 * room, slack)
         if pl._shed_broker(donor, need, min(room, slack), only_broker=b) >= 0:

@@ -48,7 +48,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 from spindle.rebalance.exchange_search import ExchangeSearch, Grid
 from spindle.rebalance.goals import CountGoal
-from spindle.rebalance.goals.rack import hosting_racks, rack_limits
 
 if TYPE_CHECKING:
     from spindle.rebalance.core import Planner
@@ -106,19 +105,11 @@ class _Exchanger(ExchangeSearch):
         self.total = c.dir_total.astype(np.float64)
         self.db = pl.g.disk_balance
         self.rack = c.broker_rack.astype(np.int64)
-        self.rf = np.diff(c.part_start)
-        self.limit = rack_limits(self.rf, hosting_racks(c, pl.s))
         self.recv_b = pl.recv_broker()
         # Replicas per broker, smallest first (snapshot order breaks ties): filtered per use.
         order = np.lexsort((np.arange(c.n_replicas), pl.size_f, pl.cur_b))
         starts = np.searchsorted(pl.cur_b[order], np.arange(c.n_brokers + 1))
         self.by_b = [order[starts[b] : starts[b + 1]] for b in range(c.n_brokers)]
-        slot = np.arange(c.n_replicas) - c.part_start[c.rep_part]
-        self.members = np.full((c.n_partitions, max(int(self.rf.max(initial=0)), 1)), -1)
-        self.members[c.rep_part, slot] = pl.cur_b
-        self.members0 = np.full_like(self.members, -1)
-        self.members0[c.rep_part, slot] = c.rep_broker
-        self.slot = slot
         self.made = 0
         self._last_tried: set[int] = set()
         #: Per broker: its unmoved serving leaders and followers, smallest first (``_pool``).
@@ -153,7 +144,7 @@ class _Exchanger(ExchangeSearch):
             lead = pl.lead[reps]
             kinds = (reps[lead], reps[~lead])
             self._avail[b] = kinds
-        if not pl.rack_open(b)[self.rack[other]]:
+        if not pl.rack_open(b, int(self.rack[other])):
             return kinds[0][:0]  # none may join ``other``'s rack (``PlannerState.rack_open``)
         picked = []
         for reps in kinds:
@@ -174,21 +165,12 @@ class _Exchanger(ExchangeSearch):
         """Whether each replica may move to broker b: b holds no replica of its partition now
         and held none in the snapshot (Kafka names replicas by broker, so "moving" onto a
         broker that had the partition is a reorder of the list, not a move), and b's rack
-        stays within the partition's rack limit."""
-        parts = self.c.rep_part[reps]
-        mem = self.members[parts]
-        ok: np.ndarray = ~(mem == b).any(axis=1) & ~(self.members0[parts] == b).any(axis=1)
-        if self.pl.g.rack_aware:
-            rk = self.rack[b]
-            on = (np.where(mem >= 0, self.rack[np.maximum(mem, 0)], -1) == rk).sum(axis=1)
-            on -= self.rack[self.pl.cur_b[reps]] == rk
-            ok &= on < self.limit[parts]
-        return ok
+        stays within the partition's rack limit (``PlannerState._may_join_many``)."""
+        return self.pl._may_join_many(reps, b)
 
     def _apply(self, r: int, d: int) -> None:
         self._avail.pop(int(self.pl.cur_b[r]), None)  # r leaves its broker's pool for good
         self.pl.apply(r, d)
-        self.members[int(self.c.rep_part[r]), int(self.slot[r])] = int(self.pl.dir_b[d])
 
     # ------------------------------------------------------------------ driver
 

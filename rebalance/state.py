@@ -132,7 +132,7 @@ class PlannerState:
         # there, moves one of its replicas or lands one on it (``touched``); ``rack_open``
         # caches by it.
         self._ver = [0] * n_b
-        self._open: dict[int, tuple[int, np.ndarray]] = {}
+        self._open: dict[int, tuple[int, dict[int, bool]]] = {}
         self._snap_by_b: tuple[np.ndarray, np.ndarray] | None = None
 
     def _caches(self) -> None:
@@ -281,18 +281,22 @@ class PlannerState:
         or the partitions of its replicas, so a search over b alone may be remembered by it."""
         return self._ver[b]
 
-    def rack_open(self, b: int) -> np.ndarray:
-        """Per rack: whether some unmoved replica of broker b may move onto a broker of that
-        rack under the rack limit (all True without rack awareness). A False rack lets a
-        search skip b as a giver to that rack: every candidate of b would fail ``_may_join``
-        there (the other partition rules only refuse more), so the skip changes no choice.
-        Cached per broker until a move touches one of its partitions."""
-        n_racks = len(self.c.racks)
+    def rack_open(self, b: int, rack: int) -> bool:
+        """Whether some unmoved replica of broker b may move onto a broker of ``rack`` under
+        the rack limit (True without rack awareness). False lets a search skip b as a giver
+        to that rack: every candidate of b would fail ``_may_join`` there (the other
+        partition rules only refuse more), so the skip changes no choice. Cached per broker
+        and rack until a move touches one of b's partitions; each search asks one rack, so
+        only that one is computed."""
         if not self.g.rack_aware:
-            return np.ones(n_racks, bool)
+            return True
         hit = self._open.get(b)
-        if hit is not None and hit[0] == self._ver[b]:
-            return hit[1]
+        if hit is None or hit[0] != self._ver[b]:
+            hit = (self._ver[b], {})
+            self._open[b] = hit
+        known = hit[1].get(rack)
+        if known is not None:
+            return known
         if self._snap_by_b is None:
             order = np.argsort(self.c.rep_broker, kind="stable")
             cuts = np.searchsorted(self.c.rep_broker[order], np.arange(self.c.n_brokers + 1))
@@ -301,14 +305,11 @@ class PlannerState:
         reps = order[cuts[b] : cuts[b + 1]]
         reps = reps[~self.moved[reps]]  # unmoved: still on b, where the snapshot put them
         parts = self.c.rep_part[reps]
-        mrack = self._mrack[parts]
-        rows = np.repeat(np.arange(len(reps)), mrack.shape[1])
-        racks = np.where(mrack >= 0, mrack, n_racks).ravel()
-        on = np.bincount(rows * (n_racks + 1) + racks, minlength=len(reps) * (n_racks + 1))
-        on = on.reshape(len(reps), n_racks + 1)[:, :n_racks]
-        on[:, self._rack_of_b[b]] -= 1  # the replica itself leaves b's rack
-        out: np.ndarray = np.asarray((on < self.rack_limit[parts][:, None]).any(axis=0))
-        self._open[b] = (self._ver[b], out)
+        on = (self._mrack[parts] == rack).sum(axis=1)
+        if rack == self._broker_rack[b]:
+            on -= 1  # the replica itself leaves b's rack
+        out = bool((on < self.rack_limit[parts]).any())
+        hit[1][rack] = out
         return out
 
     def out_of_reach(self, goal: str) -> np.ndarray:
