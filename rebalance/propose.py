@@ -206,7 +206,6 @@ def propose_block(
     window[rnd.givers] = rnd.window
     sz = blk.size.astype(np.float64)
     ok = (blk.lrank if rnd.leaders else blk.brank) < window[blk.broker]
-    ok &= np.searchsorted(moves.rid, blk.rid) == np.searchsorted(moves.rid, blk.rid, "right")
     ok &= rnd.dir_hosting[blk.dir] & (sz <= room[blk.broker])
     if rnd.leaders:
         ok &= blk.leader
@@ -216,6 +215,10 @@ def propose_block(
         & (rnd.dir_load[d0] - sz < rnd.lo_factor[g] * (rnd.a_load[g] - sz) * rnd.dir_total[d0])
     )
     idx = np.flatnonzero(ok)
+    # Not moved yet: looked up only for the rows the cheap rules above kept (the lookup
+    # of every row of the block was most of this function).
+    rid = blk.rid[idx]
+    idx = idx[np.searchsorted(moves.rid, rid) == np.searchsorted(moves.rid, rid, "right")]
     idx = idx[np.lexsort((blk.rid[idx], blk.size[idx], blk.broker[idx]))]
     gb = blk.broker[idx]
     first = np.searchsorted(gb, gb)  # first row of each giver

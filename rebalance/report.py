@@ -51,22 +51,40 @@ def build_plan(
     touched |= reordered
     lead_moves = lead & (cur_broker != cluster.rep_broker)
     parts = np.unique(cluster.rep_part[touched])
-    ids = cluster.broker_ids
+    lo_p, hi_p = cluster.part_start[parts], cluster.part_start[parts + 1]
+    # Array operations, not a Python loop over slices of each partition: per listed
+    # partition its first leading replica when the leader is listed first (a leader
+    # reordered or moving to another broker, and some replica leads), else -1.
+    lead_rows = np.flatnonzero(lead)
+    at = np.searchsorted(lead_rows, lo_p)
+    first_lead = lead_rows[np.minimum(at, len(lead_rows) - 1)] if len(lead_rows) else lo_p
+    has_lead = (at < len(lead_rows)) & (first_lead < hi_p)
+    cs = np.concatenate(([0], np.cumsum(reordered | lead_moves)))
+    firsts = np.where(has_lead & (cs[hi_p] > cs[lo_p]), first_lead, -1).tolist()
+    # The listed partitions' replicas, partition after partition.
+    n = hi_p - lo_p
+    rows = np.repeat(lo_p - np.cumsum(n) + n, n) + np.arange(int(n.sum()))
+    broker = cluster.broker_ids[cur_broker[rows]].tolist()
+    path = cluster.dir_path
+    dirs = [
+        path[d] if c else "any"
+        for d, c in zip(cur_dir[rows].tolist(), changed[rows].tolist(), strict=True)
+    ]
+    topic, num = cluster.part_topic, cluster.part_num
     entries = []
-    for p in parts.tolist():
-        lo, hi = int(cluster.part_start[p]), int(cluster.part_start[p + 1])
-        order = list(range(lo, hi))
-        if (reordered[lo:hi].any() or lead_moves[lo:hi].any()) and lead[lo:hi].any():
-            first = lo + int(np.flatnonzero(lead[lo:hi])[0])
-            order = [first] + [r for r in order if r != first]
+    off = 0
+    for p, lo, hi, first in zip(parts.tolist(), lo_p.tolist(), hi_p.tolist(), firsts, strict=True):
+        order = list(range(off, off + hi - lo))
+        if first >= 0:
+            f = off + first - lo
+            order = [f] + [i for i in order if i != f]
+        off += hi - lo
         entries.append(
             {
-                "topic": cluster.part_topic[p],
-                "partition": int(cluster.part_num[p]),
-                "replicas": [int(ids[cur_broker[r]]) for r in order],
-                "log_dirs": [
-                    cluster.dir_path[int(cur_dir[r])] if changed[r] else "any" for r in order
-                ],
+                "topic": topic[p],
+                "partition": int(num[p]),
+                "replicas": [broker[i] for i in order],
+                "log_dirs": [dirs[i] for i in order],
             }
         )
     entries.sort(key=lambda e: (e["topic"], e["partition"]))
