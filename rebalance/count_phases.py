@@ -157,10 +157,15 @@ def _dispose(pl: Placer, batch: Proposals, *, leaders: bool, phase: str) -> int:
     ss, ls = pl.size_f[heads].tolist(), pl.lead[heads].tolist()
     applied = 0
     for k, lo in enumerate(cuts.tolist()):
+        # Most replicas' proposed takers have all filled up since the round proposed them:
+        # skip those before the other (side-effect free) checks; ``taker`` would refuse.
+        takers = tak[lo : ends[k]]
+        if not any(map((m.open_lead if ls[k] else m.open_).__getitem__, takers)):
+            continue
         r, g, d0, s = rs[k], gs[k], ds[k], ss[k]
         if pl.moved[r] or not m.may_give(g, d0, s):
             continue
-        t, target = m.taker(r, tak[lo : ends[k]], s, ls[k])
+        t, target = m.taker(r, takers, s, ls[k])
         if target < 0:
             continue
         if not pl.budget_allows(r):
@@ -209,6 +214,17 @@ class _Mirrors:
         if pl._dirs_of_l is None:
             pl._dirs_of_l = [d.tolist() for d in pl.dirs_of]
         self.dirs_of = pl._dirs_of_l
+        n_b = len(self.cnt)
+        self.open_, self.open_lead = [False] * n_b, [False] * n_b
+        for b in range(n_b):
+            self._reopen(b)
+
+    def _reopen(self, t: int) -> None:
+        """Whether taker t passes ``taker``'s checks that do not depend on the replica's
+        size (``open_``), and for a leading replica (``open_lead``)."""
+        pl = self.pl
+        self.open_[t] = (self.excess or self.cnt[t] < self.lo_c) and self.reps[t] + 1 <= pl.c_hi
+        self.open_lead[t] = self.open_[t] and self.leads[t] + 1 <= pl.l_hi
 
     def may_give(self, g: int, d0: int, s: float) -> bool:
         """Whether a replica of ``s`` bytes on broker g, directory d0, may still leave: g
@@ -280,6 +296,7 @@ class _Mirrors:
                 int(pl.b_leaders[b]),
             )
             self.load[b], self.a_load[b] = float(pl.b_load[b]), float(pl.a_load[b])
+            self._reopen(b)
         for d in dirs:
             self.dl[d] = float(pl.dir_load[d])
 
