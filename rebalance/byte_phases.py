@@ -142,7 +142,14 @@ def _take(pl: Placer, b: int, deficit: float, windows: _Windows) -> int:
     slack_all = (pl.b_load - pl.b_lo)[order]
     keep = (order != b) & (slack_all > 0) & pl.host_b[order]
     room_b = float(pl.b_hi[b] - pl.b_load[b])
-    for donor, slack in zip(order[keep].tolist(), slack_all[keep].tolist(), strict=True):
+    donors, slacks = order[keep], slack_all[keep]
+    # Donors whose last check (same version, rack, and a ``need`` and ``room`` it covers)
+    # failed are left out at once: ``may_give`` would refuse each of them from that record.
+    skip = windows.surely_fail(
+        donors, rack, np.minimum(deficit, slacks), np.minimum(room_b, slacks)
+    )
+    donors, slacks = donors[~skip], slacks[~skip]
+    for donor, slack in zip(donors.tolist(), slacks.tolist(), strict=True):
         need = min(deficit, slack)
         room = min(room_b, slack)
         # rack_open: skip a donor none of whose replicas may join b's rack; may_give: none
@@ -189,9 +196,29 @@ class _Windows:
         #: Per donor: its version, its hosting dirs, and per rack, per dir, the positions
         #: (ascending) of the replicas that may join the rack.
         self._by: dict[int, tuple[int, list[_Dir], dict[int, list[list[int]]]]] = {}
-        #: Per (donor, rack): the donor's version and where its last check failed likewise:
-        #: every ``need`` in [lo, hi) with a ``room`` under the third figure.
-        self._no: dict[tuple[int, int], tuple[int, float, float, float]] = {}
+        #: Per (rack, donor): the donor's version (-1: none) and where its last check failed
+        #: likewise: every ``need`` in [lo, hi) with a ``room`` under ``no_room``.
+        shape = (max(pl._broker_rack, default=0) + 1, pl.c.n_brokers)
+        self.no_ver = np.full(shape, -1, np.int64)
+        self.no_lo, self.no_hi, self.no_room = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+
+    def surely_fail(
+        self, donors: np.ndarray, rack: int, need: np.ndarray, room: np.ndarray
+    ) -> np.ndarray:
+        """Per donor (with its ``need`` and ``room``): whether ``may_give`` refuses it from
+        its record of a failed check alone, for many donors at once."""
+        pl = self.pl
+        if not pl.g.rack_aware:
+            return np.zeros(len(donors), bool)
+        ver = np.asarray(pl._ver, np.int64)[donors]
+        out: np.ndarray = (
+            ~pl._closed_b[donors]
+            & (self.no_ver[rack, donors] == ver)
+            & (self.no_lo[rack, donors] <= need)
+            & (need < self.no_hi[rack, donors])
+            & (room < self.no_room[rack, donors])
+        )
+        return out
 
     def _of(self, donor: int) -> tuple[int, list[_Dir], dict[int, list[list[int]]]]:
         pl = self.pl
@@ -219,8 +246,11 @@ class _Windows:
         if pl._closed_b[donor] or not pl.g.rack_aware:
             return True
         ver = pl.touched(donor)
-        no = self._no.get((donor, rack))
-        if no is not None and no[0] == ver and no[1] <= need < no[2] and room < no[3]:
+        if (
+            self.no_ver[rack, donor] == ver
+            and self.no_lo[rack, donor] <= need < self.no_hi[rack, donor]
+            and room < self.no_room[rack, donor]
+        ):
             return False
         _, dirs, by_rack = self._of(donor)
         oks = by_rack.get(rack)
@@ -237,7 +267,9 @@ class _Windows:
             lo_need = max(lo_need, fails[0])
             hi_need = min(hi_need, fails[1])
             room_max = min(room_max, fails[2])
-        self._no[donor, rack] = (ver, lo_need, hi_need, room_max)
+        self.no_ver[rack, donor] = ver
+        self.no_lo[rack, donor], self.no_hi[rack, donor] = lo_need, hi_need
+        self.no_room[rack, donor] = room_max
         return False
 
     def _rack_ok(self, reps: np.ndarray, rack: int) -> np.ndarray:

@@ -45,3 +45,47 @@ def test_a_skipped_donor_tries_no_replica_that_may_join_for_any_need_it_is_remem
                     for room2 in (0.0, room, min(room_max, 80.0) - 0.5):
                         if room2 < room_max:
                             assert not _tries_one(size, ok, float(need2), room2)
+
+
+class _Reads(Exception):
+    """``may_give`` went past its record to the donor's replicas."""
+
+
+def test_surely_fail_refuses_exactly_the_donors_may_give_refuses_from_its_record() -> None:
+    from types import SimpleNamespace
+
+    from spindle.rebalance.byte_phases import _Windows
+
+    rng = np.random.default_rng(7)
+    n_b, n_r = 40, 3
+    pl = SimpleNamespace(
+        _broker_rack=rng.integers(0, n_r, n_b).tolist(),
+        c=SimpleNamespace(n_brokers=n_b),
+        g=SimpleNamespace(rack_aware=True),
+        _ver=rng.integers(0, 3, n_b).tolist(),
+        _closed_b=rng.random(n_b) < 0.2,
+    )
+    pl.touched = lambda b: pl._ver[b]
+    w = _Windows(pl)  # type: ignore[arg-type]
+
+    def reads(donor: int) -> None:
+        raise _Reads
+
+    w._of = reads  # type: ignore[assignment,method-assign]
+    shape = w.no_ver.shape
+    w.no_ver[:] = rng.integers(-1, 3, shape)
+    w.no_lo[:] = rng.choice([-np.inf, 0.0, 10.0, 20.0], shape)
+    w.no_hi[:] = rng.choice([5.0, 15.0, 25.0, np.inf], shape)
+    w.no_room[:] = rng.choice([0.0, 8.0, np.inf], shape)
+    donors = np.arange(n_b)
+    for _ in range(50):
+        rack = int(rng.integers(0, n_r))
+        need = rng.integers(0, 30, n_b).astype(np.float64)
+        room = rng.integers(0, 12, n_b).astype(np.float64)
+        got = w.surely_fail(donors, rack, need, room)
+        for d in range(n_b):
+            try:
+                refused = not w.may_give(d, rack, float(need[d]), float(room[d]))
+            except _Reads:
+                refused = False
+            assert bool(got[d]) == (refused and not pl._closed_b[d])
