@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -22,12 +23,43 @@ from pathlib import Path
 from controlplane.binaries import ControlPlaneError
 from controlplane.pki import LOOPBACK
 
+#: Ports ``free_port`` has handed out in this process: never the same one twice.
+_HANDED_OUT: set[int] = set()
+#: The lowest port ``free_port`` picks: above the well-known and common service ports.
+_LOWEST_PORT = 20000
+
 
 def free_port(host: str = LOOPBACK) -> int:
-    """A TCP port on ``host`` that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on ``host`` that nothing listens on now and nothing else is likely to take.
+
+    Binding port 0 would draw from the kernel's ephemeral range, which every outgoing connection
+    on the machine also draws from: between this check and the server's own bind, a client's
+    ``connect`` can take the port (fresh-clone CI saw etcd die with "bind: address already in
+    use" on 58645). So the port is picked at random below that range, and never twice in one
+    process, since callers often ask for several ports before starting anything.
+    """
+    ceiling = max(_ephemeral_range()[0], _LOWEST_PORT + 1000)
+    for _ in range(1000):
+        port = random.randrange(_LOWEST_PORT, ceiling)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    raise ControlPlaneError(f"no free TCP port on {host} in [{_LOWEST_PORT}, {ceiling})")
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for outgoing connections' local ports (Linux's default if unreadable)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
 
 
 class Supervisor:

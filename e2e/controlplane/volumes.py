@@ -18,6 +18,7 @@ import errno
 import fcntl
 import os
 import subprocess
+import time
 from enum import StrEnum
 from pathlib import Path
 
@@ -106,8 +107,7 @@ def fail(volumes_dir: Path, pv: str, failure: Failure) -> None:
     if not os.path.ismount(mount):
         raise FileNotFoundError(f"volume {pv} is not mounted at {mount}")
     if failure is Failure.READ_ONLY:
-        # Refused (EBUSY) while a file on it is open for writing, as for any ext4 remount.
-        _run("mount", "-o", "remount,ro", str(mount))
+        remount_read_only(mount)
     elif failure is Failure.FULL:
         _fill(mount)
     elif failure is Failure.PERMISSIONS:
@@ -118,6 +118,27 @@ def fail(volumes_dir: Path, pv: str, failure: Failure) -> None:
             fcntl.ioctl(fd, EXT4_IOC_SHUTDOWN, EXT4_GOING_FLAGS_NOLOGFLUSH.to_bytes(4, "little"))
         finally:
             os.close(fd)
+
+
+def remount_read_only(mount: str | Path, *, patience: float = 30.0) -> None:
+    """Remount the file system at ``mount`` read-only, as an ext4 with ``errors=remount-ro``
+    does on a disk error.
+
+    The kernel refuses a remount (EBUSY, "mount point is busy") while any file on the mount is
+    open for writing. A broker opens a segment only for the length of an append, so a remount
+    that lands in one is tried again until it lands between two (fresh-clone CI saw one land
+    in an append under a running producer). Any other refusal, or still busy after
+    ``patience`` seconds, raises OSError.
+    """
+    command = ("mount", "-o", "remount,ro", str(mount))
+    deadline = time.monotonic() + patience
+    while True:
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode == 0:
+            return
+        if "busy" not in done.stderr or time.monotonic() > deadline:
+            raise OSError(f"{' '.join(command)} failed: {done.stderr.strip()}")
+        time.sleep(0.01)
 
 
 def restore(volumes_dir: Path, pv: str, failure: Failure) -> None:

@@ -10,7 +10,6 @@ import asyncio
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,16 +21,11 @@ from pathlib import Path
 
 import pytest
 import spindle.broker.protocol.apis  # noqa: F401  (import order matters, see docstring)
+from controlplane.processes import free_port as free_port
 from spindle.broker.controller.etcd import EtcdClient
 from spindle.broker.controller.store import MetadataStore
 
 CACHE_BIN = Path(os.environ.get("SPINDLE_CACHE", Path.home() / ".cache" / "spindle")) / "bin"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _tool(name: str) -> str:

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from controlplane.volumes import remount_read_only
 from kafka import KafkaConsumer, TopicPartition
 from kafka.protocol.admin import DescribeLogDirsRequest, DescribeLogDirsResponse
 from kafka.protocol.consumer import FetchResponse
@@ -92,7 +93,7 @@ def test_failed_dir_answers_storage_error_while_the_other_keeps_serving(
                 producer = TaggedProducer(broker.port, "healthy", min_acked=300)
                 producer.start()
                 producer.wait_acked(100)
-                subprocess.run(["mount", "-o", "remount,ro", failed_dir], check=True)
+                remount_read_only(failed_dir)
                 try:
                     codes = [
                         admin.call(
@@ -158,7 +159,7 @@ def test_broker_exits_when_its_last_log_dir_fails(tmp_path: Path, etcd: Etcd) ->
         try:
             with Wire(broker.port) as wire:
                 create_topic(wire, "last")
-                subprocess.run(["mount", "-o", "remount,ro", only], check=True)
+                remount_read_only(only)
                 code = (
                     wire.call(produce_request("last", 0, [b"x"]), ProduceResponse)
                     .responses[0]

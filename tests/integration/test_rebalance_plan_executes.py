@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from controlplane.volumes import remount_read_only
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError
@@ -229,7 +230,7 @@ def test_a_failed_disks_replicas_stay_on_it_in_the_snapshot_and_fix_offline_reho
     where = _placement(gather_snapshot(broker.bootstrap))
     failed = where[1]
     victims = sorted(p for p, d in where.items() if d == failed)
-    subprocess.run(["mount", "-o", "remount,ro", failed], check=True)
+    remount_read_only(failed)
     try:
         # The broker finds out on its next write there.
         producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks=1, retries=0)

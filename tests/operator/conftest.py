@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,8 @@ from typing import Any, TypeVar
 import pytest
 import spindle.broker.protocol.apis  # noqa: F401  (kafka-python's schemas, warnings silenced)
 from controlplane import stop_process_group
+from controlplane.processes import free_port as free_port
+from controlplane.volumes import remount_read_only
 from kafka import KafkaProducer
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError
@@ -119,13 +120,6 @@ def namespace(spindle_crds: Any) -> Iterator[Cluster]:
     """A fresh namespace served by the session's operator (when a test starts it)."""
     with temporary_namespace(spindle_crds, "op") as cluster:
         yield cluster
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def healthy(url: str) -> bool:
@@ -398,7 +392,7 @@ class World:
         directory is offline (DescribeLogDirs KAFKA_STORAGE_ERROR); returns its path."""
         failed = self.dirs[3]
         canary = next(p for p, d in self.placement(CANARY).items() if d == failed)
-        subprocess.run(["mount", "-o", "remount,ro", failed], check=True)
+        remount_read_only(failed)
         producer = KafkaProducer(bootstrap_servers=self.broker.bootstrap, acks=1, retries=0)
 
         def offline() -> bool:

@@ -21,6 +21,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
+from controlplane.volumes import remount_read_only
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError as ClientKafkaError
@@ -116,7 +117,7 @@ def test_failed_dir_moves_only_its_partitions_leadership(tmp_path: Path, etcd: E
         assert in_b
         assert in_a | in_b == set(range(PARTITIONS))
 
-        subprocess.run(["mount", "-o", "remount,ro", dir_b], check=True)
+        remount_read_only(dir_b)
         producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, retries=20)
         # The first write into dir b fails with an I/O error: the directory goes offline. The
         # producer retries (KAFKA_STORAGE_ERROR is retriable) until the new leader takes it.

@@ -6,13 +6,13 @@ the controller then sees as a lost session."""
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 import uuid
 from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
+from controlplane.volumes import remount_read_only
 from kafka.protocol.producer import ProduceResponse
 from spindle.broker.common.errors import ErrorCode
 
@@ -63,7 +63,7 @@ def test_unreported_dir_failure_shuts_the_broker_down(tmp_path: Path, own_etcd: 
         in_b = [p for p in (0, 1) if (Path(dir_b) / f"led-{p}").is_dir()]
         assert len(in_b) == 1
         own_etcd.kill()  # the controller cannot be told anything from now on
-        subprocess.run(["mount", "-o", "remount,ro", dir_b], check=True)
+        remount_read_only(dir_b)
         with Wire(broker.port) as wire:
             part = (
                 wire.call(produce_request("led", in_b[0], [b"x"]), ProduceResponse)

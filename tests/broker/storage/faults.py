@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from controlplane.volumes import remount_read_only
 
 CHILD = str(Path(__file__).with_name("storage_child.py"))
 
@@ -36,7 +37,7 @@ def tmpfs(path: str, *, size: str = "16m") -> Iterator[str]:
 
 
 def remount_ro(path: str) -> None:
-    subprocess.run(["mount", "-o", "remount,ro", path], check=True, capture_output=True)
+    remount_read_only(path)
 
 
 def log_bytes(dirs: list[str]) -> dict[str, bytes]:

@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 from controlplane import stop_process_group
+from controlplane.volumes import remount_read_only
 from kafka import KafkaProducer, TopicPartitionReplica
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 
@@ -356,7 +357,7 @@ def test_a_directory_failing_for_real_goes_offline_naming_the_broker_as_source(
         wait_for(lambda: producer.acked >= 50, what="the producer running", timeout=60)
         failed_at = datetime.datetime.now(datetime.UTC)
         started = time.monotonic()
-        subprocess.run(["mount", "-o", "remount,ro", str(scene.dirs[1])], check=True)
+        remount_read_only(scene.dirs[1])
         status = wait_for(
             lambda: (s := scene.lv(1)).get("state") == "Offline" and s,
             what="LogVolume b1-data-1 Offline",

@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 import spindle.broker.protocol.apis  # noqa: F401  (kafka-python's schemas, warnings silenced)
+from controlplane.volumes import remount_read_only
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import TopicPartitionReplica
@@ -213,7 +214,7 @@ def test_move_replicas_rehomes_on_the_broker_what_fits_and_moves_the_rest_elsewh
 
     wait(lambda: lv().get("state") == "Active" and (lv().get("replicaCount") or 0) == 2,
          f"{name} Active with its two replicas", 60)  # fmt: skip
-    subprocess.run(["mount", "-o", "remount,ro", str(mounts[0])], check=True)
+    remount_read_only(mounts[0])
 
     wait(lambda: lv().get("state") == "Offline", f"{name} Offline", 60)
     assert (lv().get("failure") or {}).get("source") == "IOError"
