@@ -95,25 +95,33 @@ class PartitionRoles:
         self, topics: Mapping[str, Mapping[int, PartitionView]]
     ) -> list[TopicPartition]:
         """The hosted, online replicas whose role is not the one the metadata gives them: led
-        here at an epoch this broker has not taken, or followed at one it does not follow.
+        here at an epoch this broker has not taken, or followed at one it does not follow; and
+        the roles held that the metadata no longer gives (a leadership gone to no leader, a
+        replica no longer assigned here), which would go on asking for ISR changes or fetching.
         Empty whenever every metadata change reached :meth:`apply` (the watch's listener);
         :meth:`ReplicaManager.report_loop` checks it so that a change that did not (a listener
         that failed, a watch that stalled) costs one report interval, not the partition."""
         stale: list[TopicPartition] = []
+        led: set[TopicPartition] = set()
+        followed: set[TopicPartition] = set()
         for name, parts in topics.items():
             for part in parts.values():
                 if self.node_id not in part.replicas or part.leader < 0:
                     continue
                 tp = TopicPartition(name, part.partition)
+                if self.logs.get_log(tp) is None or self.logs.is_partition_offline(tp):
+                    continue
                 if part.leader == self.node_id:
+                    led.add(tp)
                     state = self.leaders.get(tp)
                     taken = state is not None and state.leader_epoch == part.leader_epoch
                 else:
+                    followed.add(tp)
                     taken = self._follow_epochs.get(tp) == part.leader_epoch
-                hosted = self.logs.get_log(tp) is not None
-                if not taken and hosted and not self.logs.is_partition_offline(tp):
+                if not taken:
                     stale.append(tp)
-        return stale
+        kept = (self.leaders.keys() - led) | (self._follow_epochs.keys() - followed)
+        return stale + sorted(kept - set(stale))
 
     def _lead(self, tp: TopicPartition, part: PartitionView, replica: Log, now: float) -> None:
         state = self.leaders.get(tp)

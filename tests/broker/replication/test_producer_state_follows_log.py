@@ -287,3 +287,27 @@ async def test_a_metadata_change_that_missed_the_roles_is_taken_by_the_next_repo
         assert replicas.check_roles() == []
     finally:
         await replicas.close()
+
+
+async def test_a_role_the_metadata_no_longer_gives_is_dropped_by_the_next_report_round(
+    logs: LogManager,
+) -> None:
+    """The other way out of step: a leadership kept after the metadata took it away without
+    giving it to anyone (leader -1), or a fetch kept for a replica no longer assigned here.
+    Either would go on asking the controller for ISR changes, or fetching, for nothing."""
+    md = _metadata(leader=ME, epoch=0)
+    replicas = ReplicaManager(
+        node_id=ME, logs=logs, metadata=md, assigner=Assigner(), static_configs={}
+    )
+    await replicas.start()
+    try:
+        assert TP in replicas.roles.leaders
+        md.topics["t"].partitions[0].leader = -1  # no apply_metadata
+        assert replicas.check_roles() == [TP]
+        assert TP not in replicas.roles.leaders
+        assert replicas.check_roles() == []
+        md.topics["t"] = _metadata(leader=OTHER, epoch=1).topics["t"]
+        assert replicas.check_roles() == [TP]
+        assert replicas.roles.out_of_step({}) == [TP]  # the fetch kept, the replica unassigned
+    finally:
+        await replicas.close()
