@@ -25,11 +25,8 @@ from controlplane.pki import LOOPBACK
 
 #: Ports ``free_port`` has handed out in this process: never the same one twice.
 _HANDED_OUT: set[int] = set()
-#: ``free_port`` picks from [20000, 30000): above the well-known and common service ports,
-#: below Kubernetes' NodePort range (30000-32767, which kube-proxy on the node serves) and the
-#: kernel's ephemeral range (32768 and up by default).
+#: The lowest port ``free_port`` picks: above the well-known and common service ports.
 _LOWEST_PORT = 20000
-_HIGHEST_PORT = 30000
 
 
 def free_port(host: str = LOOPBACK) -> int:
@@ -38,11 +35,10 @@ def free_port(host: str = LOOPBACK) -> int:
     Binding port 0 would draw from the kernel's ephemeral range, which every outgoing connection
     on the machine also draws from: between this check and the server's own bind, a client's
     ``connect`` can take the port (fresh-clone CI saw etcd die with "bind: address already in
-    use" on 58645). So the port is picked at random below that range (and below the NodePort
-    range), and never twice in one process, since callers often ask for several ports before
-    starting anything.
+    use" on 58645). So the port is picked at random below that range, and never twice in one
+    process, since callers often ask for several ports before starting anything.
     """
-    ceiling = max(min(_ephemeral_range()[0], _HIGHEST_PORT), _LOWEST_PORT + 1000)
+    ceiling = max(_ephemeral_range()[0], _LOWEST_PORT + 1000)
     for _ in range(1000):
         port = random.randrange(_LOWEST_PORT, ceiling)
         if port in _HANDED_OUT:
