@@ -193,8 +193,20 @@ class Cluster:
             except OSError:
                 view = None  # etcd restarting
             if time.monotonic() > deadline:
-                pytest.fail(f"timed out waiting for {what}; last view: {view}")
+                pytest.fail(f"timed out waiting for {what}; last view: {view}\n{self.log_tails()}")
             time.sleep(0.2)
+
+    def log_tails(self, lines: int = 40) -> str:
+        """The last ``lines`` of every broker's log: what a failed wait prints, because CI
+        keeps only the test's output, not the brokers' temporary directories."""
+        parts = []
+        for n, broker in sorted(self.brokers.items()):
+            try:
+                tail = broker.log_text().splitlines()[-lines:]
+            except OSError as exc:
+                tail = [f"(no log: {exc})"]
+            parts.append(f"--- broker {n} log, last {len(tail)} lines ---\n" + "\n".join(tail))
+        return "\n".join(parts)
 
     def wait_unfenced(self, nodes: Iterable[int] | None = None) -> View:
         want = set(self.brokers if nodes is None else nodes)
