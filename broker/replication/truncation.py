@@ -75,14 +75,16 @@ def truncate_to_leader(tp: TopicPartition, replica: Log, leader_end: EpochEnd, l
         cut.offset,
         "" if cut.complete else " (asking again)",
     )
-    if cut.offset < replica.log_end_offset:
-        try:
-            replica.truncate_to(cut.offset)
-        except KafkaStorageError as exc:
-            # Its directory just failed: the replica goes offline and is not fetched again
-            # (it truncates at the next start-up); the other partitions go on.
-            log.warning("%s: cannot truncate to %d: %s", tp, cut.offset, exc)
-            return False
+    # Even at the log end: an epoch this replica started there as leader and never appended
+    # in goes too, else it stays the latest epoch, which the leader never had, and every
+    # fetch is answered divergingEpoch again without a record.
+    try:
+        replica.truncate_to(cut.offset)
+    except KafkaStorageError as exc:
+        # Its directory just failed: the replica goes offline and is not fetched again
+        # (it truncates at the next start-up); the other partitions go on.
+        log.warning("%s: cannot truncate to %d: %s", tp, cut.offset, exc)
+        return False
     return cut.complete
 
 

@@ -462,10 +462,15 @@ class Log:
     # --- truncation and retention ----------------------------------------------------------
 
     def truncate_to(self, offset: int) -> None:
-        """Drop every batch whose last offset is ≥ ``offset`` (follower divergence)."""
+        """Drop every batch whose last offset is ≥ ``offset`` (follower divergence); with
+        nothing to cut, still drop epochs starting at the log end (Kafka's ``truncateTo``):
+        one led here without an append, which the next leader never had."""
         with self.lock:
             self._check_usable()
             if offset >= self.log_end_offset:
+                if self.epochs.truncate_from_end(self.log_end_offset):
+                    with self._guard("leader epoch checkpoint"):
+                        self._write_epochs()
                 return
             with self._guard("truncate"):
                 while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:

@@ -95,6 +95,25 @@ def test_an_epoch_the_follower_never_had_cuts_to_its_own_and_asks_again(logs: Lo
     assert fetcher._epoch_asks() == {TP: (4, 1)}  # next question: where did epoch 1 end?
 
 
+def test_an_epoch_led_here_without_appending_goes_so_the_next_fetch_asks_from_the_last_real_one(
+    logs: LogManager,
+) -> None:
+    """This replica led epoch 3 and lost it before appending; the new leader never had 3 and
+    answers a fetch sent with last fetched epoch 3 divergingEpoch (1, 4), which cuts nothing.
+    The empty epoch must still go: it used to stay the latest, so every fetch was answered
+    divergingEpoch again and the replica never fetched another record nor rejoined the ISR."""
+    replica = _follower_log(logs, [1, 1, 1, 1])
+    replica.assign_leader_epoch(3)
+    fetcher = _fetcher(logs)
+    fetcher.set_partitions([TP], {TP: 4})
+    fetcher.truncating.clear()
+    fetcher._apply(_diverging(1, 4))
+    assert replica.log_end_offset == 4
+    assert fetcher.truncating == set()
+    (sent,) = fetcher._request([TP]).topics[0].partitions
+    assert (sent.fetch_offset, sent.last_fetched_epoch) == (4, 1)
+
+
 def test_a_replica_without_epochs_truncates_to_its_high_watermark(logs: LogManager) -> None:
     replica = _follower_log(logs, [-1] * 5)
     replica.high_watermark = 2

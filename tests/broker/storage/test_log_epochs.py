@@ -81,6 +81,21 @@ def test_truncation_and_a_raised_log_start_rewrite_the_checkpoint(
     assert _checkpoint(log) == "0\n1\n2 6\n"
 
 
+def test_truncating_at_the_log_end_drops_an_epoch_led_without_appending(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    """Kafka's ``UnifiedLog.truncateTo`` with nothing to cut still truncates the epoch cache
+    at the log end: this replica led epoch 5 and lost it before appending, and the leader it
+    now follows never had epoch 5."""
+    log = open_manager(dirs).get_or_create_log(TP)
+    _lead(log, 3, 2)
+    log.assign_leader_epoch(5)
+    log.truncate_to(log.log_end_offset)
+    assert log.log_end_offset == 2
+    assert [(e.epoch, e.start_offset) for e in log.epochs.entries] == [(3, 0)]
+    assert _checkpoint(log) == "0\n1\n3 0\n"
+
+
 def test_the_cache_survives_a_restart_and_is_rebuilt_from_batches_when_lost(
     open_manager: Opener, dirs: list[str]
 ) -> None:

@@ -126,6 +126,56 @@ def test_slow_follower_leaves_the_isr_after_the_lag_time_and_rejoins(
     result.check()
 
 
+def test_a_broker_that_led_an_epoch_without_appending_follows_the_next_leader_in_sync(
+    resilient: Resilient,
+) -> None:
+    """Leadership moves to a broker and away again with nothing produced meanwhile, so that
+    broker's epoch cache ends with an epoch its next leader never had. As a follower it must
+    drop that epoch and fetch: an acks=all produce needing all three replicas
+    (``min.insync.replicas=3``) is acknowledged. It used to be answered divergingEpoch on every
+    fetch, leave the ISR after ``replica.lag.time.max.ms`` and never come back (the CI failure
+    of test_idempotent_failover on 2026-11-27: a follower out of one ISR for 90 s)."""
+    cluster = resilient.cluster
+    resilient.steady()
+    topic = "quiet"
+    cluster.create_topic(
+        topic, "--replica-assignment", "1:2:3", "--config", "min.insync.replicas=3"
+    )
+    cluster.wait_isr_whole(topic)
+    assert _send_all(cluster, topic, b"before") == 0
+    cluster.brokers[1].stop()
+    interim = cluster.wait(
+        f"a leader of {topic} other than 1", lambda v: v.leader(topic) not in (-1, 1)
+    ).leader(topic)
+    resilient.steady()
+    cluster.wait_isr_whole(topic)
+    cluster.tool(
+        "kafka-leader-election",
+        "--election-type",
+        "preferred",
+        "--topic",
+        topic,
+        "--partition",
+        "0",
+    )
+    cluster.wait(f"broker 1 leading {topic} again", lambda v: v.leader(topic) == 1)
+    print(f"\nbroker {interim} led {topic} in between, appending nothing")
+    assert _send_all(cluster, topic, b"after") == 1
+    view = cluster.wait_isr_whole(topic)
+    assert view.leader(topic) == 1
+
+
+def _send_all(cluster: Cluster, topic: str, value: bytes) -> int:
+    """One acks=all send to partition 0 by a new producer (fresh metadata); its offset."""
+    producer = KafkaProducer(
+        bootstrap_servers=cluster.bootstrap(), acks="all", retries=0, request_timeout_ms=15000
+    )
+    try:
+        return int(producer.send(topic, value, partition=0).get(timeout=30).offset)
+    finally:
+        producer.close(timeout=5)
+
+
 def test_killed_follower_catches_up_rejoins_and_holds_every_ack(resilient: Resilient) -> None:
     cluster = resilient.cluster
     view = resilient.steady()
