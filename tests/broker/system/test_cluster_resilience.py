@@ -166,9 +166,10 @@ def test_a_broker_that_led_an_epoch_without_appending_follows_the_next_leader_in
 
 
 def _send_all(cluster: Cluster, topic: str, value: bytes) -> int:
-    """One acks=all send to partition 0 by a new producer (fresh metadata); its offset."""
+    """One acks=all send to partition 0 by a new producer (fresh metadata); its offset. A
+    broker that has not applied the election yet may answer NOT_LEADER once: retried."""
     producer = KafkaProducer(
-        bootstrap_servers=cluster.bootstrap(), acks="all", retries=0, request_timeout_ms=15000
+        bootstrap_servers=cluster.bootstrap(), acks="all", retries=5, request_timeout_ms=15000
     )
     try:
         return int(producer.send(topic, value, partition=0).get(timeout=30).offset)
