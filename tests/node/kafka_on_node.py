@@ -36,6 +36,12 @@ def produce(args: argparse.Namespace) -> dict[str, Any]:
     producer = KafkaProducer(
         bootstrap_servers=args.bootstrap, acks="all", batch_size=256 * 1024, linger_ms=20
     )
+    # A topic an earlier step failed to create fails here, by name: the metadata request may
+    # auto-create it with one partition, which used to fail later as "Unrecognized partition".
+    have = producer.partitions_for(args.topic) or set()
+    if len(have) < args.partitions:
+        producer.close()
+        raise SystemExit(f"topic {args.topic} has partitions {sorted(have)}, not {args.partitions}")
     futures = [
         producer.send(args.topic, value(p, seq, args.size), partition=p)
         for seq in range(args.records)
