@@ -376,3 +376,30 @@ def _values(records: bytes) -> list[bytes]:
     while batches.has_next():
         out += [r.value for r in batches.next_batch()]
     return out
+
+
+def test_metadata_creates_a_missing_topic_only_when_the_request_allows_it(
+    module_broker: Broker,
+) -> None:
+    """Kafka's Metadata v4+: ``allow_auto_topic_creation`` false answers an unknown topic
+    UNKNOWN_TOPIC_OR_PARTITION and creates nothing; true creates it (auto.create.topics.enable
+    is on by default)."""
+    with Wire(module_broker.port) as wire:
+        for allow, corr in ((False, 1), (True, 2), (False, 3)):
+            resp = wire.call(
+                MetadataRequest[12](
+                    topics=[
+                        MetadataRequest[12].MetadataRequestTopic(topic_id=None, name="on-demand")
+                    ],
+                    allow_auto_topic_creation=allow,
+                    include_topic_authorized_operations=False,
+                ),
+                MetadataResponse,
+                corr=corr,
+            )
+            (topic,) = resp.topics
+            if corr == 1:
+                assert topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                assert topic.error_code in (ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE)
+                assert len(topic.partitions) >= 1
