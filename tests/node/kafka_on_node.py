@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import logging
 import sys
 import time
 from typing import Any
@@ -125,6 +126,9 @@ def main() -> int:
         cmd.add_argument("--seqs", action="store_true")
     sub.add_parser("dirs").add_argument("--brokers", type=int, nargs="+", required=True)
     args = parser.parse_args()
+    # kafka-python's warnings (connections refused, names not resolved) on stderr, which the
+    # node tests print when a command fails: "Unable to bootstrap" alone says not why.
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     run = {"create": create, "produce": produce, "read": read, "dirs": dirs, "replicas": replicas}
     print(json.dumps(run[args.command](args)))
     return 0

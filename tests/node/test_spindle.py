@@ -411,7 +411,7 @@ def on_node(release: Release, *args: str) -> Any:
     done = subprocess.run(
         command, capture_output=True, text=True, timeout=600, env=release.kube.env
     )
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0, done.stderr[-6000:]
     return json.loads(done.stdout)
 
 
