@@ -20,6 +20,8 @@ One plan flows through these modules (``pipeline.make_plan`` runs them in order)
   ``leader_paths``  what one-hop preferred-leader changes leave, along chains of brokers
   ``propose``       the count phases' candidates in rounds ("the proposer proposes, the driver
                     disposes") -- ``propose_spark`` runs the same array code as Spark jobs
+  ``chains``        two-move chains for a broker one move cannot help: refill it, then it
+                    gives (counts); a full rack-mate vents, then it takes (bytes)
   ``exchange``      count moves that trade replicas between two brokers so bytes stay in band
   ``exact``         the mixed-integer program (HiGHS) for small clusters the greedy falls short on;
                     the goals add their own rows to its ``Model``

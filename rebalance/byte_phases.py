@@ -12,6 +12,7 @@ from bisect import bisect_left
 
 import numpy as np
 from spindle.rebalance.bands import band_floor
+from spindle.rebalance.chains import vent_then_take
 from spindle.rebalance.placement import TRIES, Placer
 
 
@@ -116,7 +117,9 @@ def balance_broker_bytes(pl: Placer) -> None:
         if excess[b] <= 0:
             break
         floor_room = float(pl.b_load[b] - pl.b_lo[b])
-        if pl._shed_broker(b, float(excess[b]), floor_room, only_broker=-1) < 0:
+        if pl._shed_broker(b, float(excess[b]), floor_room, only_broker=-1) < 0 and not (
+            vent_then_take(pl, b, float(excess[b]), floor_room)
+        ):
             stuck.add(b)
     stuck.clear()
     windows = _Windows(pl)

@@ -40,6 +40,7 @@ from spindle.rebalance.byte_phases import (
     fix_racks,
     relieve_capacity,
 )
+from spindle.rebalance.chains import refill_givers
 from spindle.rebalance.count_phases import balance_counts, reorder_leaders
 from spindle.rebalance.exchange import exchange_counts
 from spindle.rebalance.goals import (
@@ -96,6 +97,7 @@ def _counts(pl: Planner) -> None:
     bytes), one hop then along chains; bytes move for leaders only where those cannot reach
     the band."""
     for _ in range(3):
+        refill_givers(pl)
         balance_counts(pl, leaders=False)
         if pl.g.leader_reorder:
             reorder_leaders(pl)

@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 from spindle.rebalance.bands import band_floor
+from spindle.rebalance.chains import refill_one
 from spindle.rebalance.goals import CountGoal
 from spindle.rebalance.goals.counts import dir_score, taker_score
 from spindle.rebalance.placement import TRIES, Placer
@@ -30,26 +31,38 @@ PER_REPLICA = 8
 
 def balance_counts(pl: Placer, *, leaders: bool) -> None:
     """Brokers above the replica (or leader) count band hand their smallest replicas to the
-    brokers with the fewest, staying inside the byte bands; brokers below take likewise.
+    brokers with the fewest, staying inside the byte bands; brokers below the band take
+    likewise.
 
     The bulk runs in proposer rounds (``count_rounds``); what they leave (givers or takers
-    that only a reshaping move can unblock) goes through the one-move-at-a-time search."""
-    count_rounds(pl, leaders=leaders)
-    _balance_counts_stepwise(pl, leaders=leaders)
+    that only a reshaping move can unblock) goes through the one-move-at-a-time search.
+    Where the hard rules hold some brokers out of the band (``PlannerState.out_of_reach``),
+    the others go first, rounds and search both, then all of them: both draw on the same
+    room. On ``combined`` (14K replicas, seed 6) the rack held above the band gave first,
+    filled the middle rack's brokers to the top of their band and used up the partitions
+    through which the middle rack could pass replicas on to the third rack, leaving it 195
+    replicas over its band, while a held broker's goal stays unmet whatever it gives."""
+    goal = pl.leader_goal if leaders else pl.replica_goal
+    if (pl.out_of_reach(goal.name) & pl.host_b).any():
+        count_rounds(pl, leaders=leaders, held=False)
+        _balance_counts_stepwise(pl, leaders=leaders, held=False)
+    count_rounds(pl, leaders=leaders, held=True)
+    _balance_counts_stepwise(pl, leaders=leaders, held=True)
 
 
-def count_rounds(pl: Placer, *, leaders: bool) -> None:
+def count_rounds(pl: Placer, *, leaders: bool, held: bool = True) -> None:
     """Count moves in rounds: the proposer (Spark or numpy, see ``propose``) returns a batch
     of (replica, taker) candidates from the live state, the driver applies those that still
     pass its scalar checks (``_dispose``), and the next round proposes from the new state.
     A phase ends when it is in band, when what is left or what a round applied is below
     ``ROUND_MIN`` moves (a round has a fixed cost, a Spark job; the stepwise search that
-    follows finishes small remainders for less), or after ``MAX_ROUNDS``."""
+    follows finishes small remainders for less), or after ``MAX_ROUNDS``. ``held``: the
+    brokers held out of the band give (or take) too."""
     for phase in ("excess", "deficit"):
         for _ in range(MAX_ROUNDS):
             if pl.capped:
                 return
-            rnd = _count_round(pl, leaders=leaders, phase=phase)
+            rnd = _count_round(pl, leaders=leaders, phase=phase, held=held)
             if rnd is None:
                 break
             t0 = time.perf_counter()
@@ -63,8 +76,10 @@ def count_rounds(pl: Placer, *, leaders: bool) -> None:
                 break
 
 
-def _count_round(pl: Placer, *, leaders: bool, phase: str) -> CountRound | None:
+def _count_round(pl: Placer, *, leaders: bool, phase: str, held: bool) -> CountRound | None:
     """The live state a round proposes from, or None when the phase has nothing to do.
+    ``held``: brokers whose band is out of reach (``PlannerState.out_of_reach``) give (or
+    take) too; without, only the others (see ``balance_counts``).
 
     Excess: every broker above the band gives, up to twice its excess plus a margin of
     candidates; every broker that may take one more is a taker. Deficit: the brokers below
@@ -78,19 +93,21 @@ def _count_round(pl: Placer, *, leaders: bool, phase: str) -> CountRound | None:
     may_give = host & (pl.b_load - pl.b_lo > 0)
     if leaders:
         may_give &= pl.b_reps - 1 >= pl.c_lo
+    tier = host if held else host & ~pl.out_of_reach(goal.name)
     if phase == "excess":
         over = host & (count > hi_c)
+        takers = np.flatnonzero(may_take & ~over & (count + 1 <= hi_c))
+        over &= tier
         if int((count - hi_c)[over].sum()) < ROUND_MIN:
             return None
         givers = np.flatnonzero(over & may_give)
         quota = 2 * (count[givers] - hi_c) + 16
-        takers = np.flatnonzero(may_take & ~over & (count + 1 <= hi_c))
     else:
         under = may_take & (count < lo_c)
         under &= pl.b_hi - pl.b_load >= 1e-3 * pl.b_cap  # byte-full: reshape first
-        if not under.any():
+        takers = np.flatnonzero(under & tier)
+        if not len(takers):
             return None
-        takers = np.flatnonzero(under)
         need = int((lo_c - count[takers]).sum())
         if need < ROUND_MIN:
             return None
@@ -301,9 +318,10 @@ class _Mirrors:
             self.dl[d] = float(pl.dir_load[d])
 
 
-def _balance_counts_stepwise(pl: Placer, *, leaders: bool) -> None:
+def _balance_counts_stepwise(pl: Placer, *, leaders: bool, held: bool) -> None:
     """One move at a time: the most out-of-band broker gives (or takes) one replica, with
-    reshaping moves (``_refill``/``_vent``) where byte bands block a count move."""
+    reshaping moves (``_refill``/``_vent``) where byte bands block a count move. ``held``:
+    the brokers held out of the band give (or take) too."""
     goal = pl.leader_goal if leaders else pl.replica_goal
     count, lo_c, hi_c = goal.of(pl)
     recv_b = pl.recv_broker()
@@ -325,6 +343,8 @@ def _balance_counts_stepwise(pl: Placer, *, leaders: bool) -> None:
                 over = np.where(pl.host_b, count - hi_c, 0)
             else:
                 over = np.where(pl.host_b & recv_b, lo_c - count, 0)
+            if not held:
+                over[list(out_of_reach)] = 0
             over[list(stuck)] = 0
             b = int(np.argmax(over))
             if over[b] <= 0:
@@ -403,6 +423,11 @@ def _refill(pl: Placer, b: int, count: np.ndarray, lo_c: int, refilled: set[int]
         if pl._shed_broker(donor, need, min(room, slack), only_broker=b) >= 0:
             refilled.add(b)
             return True
+    # The fullest brokers may all sit on a rack whose replicas cannot join b's (racks of
+    # unequal size): then b's rack-mates with bytes to spare (``chains.refill_one``).
+    if refill_one(pl, b, 0.5 * room, lo_c, pl.c_hi, skip=refilled) > 0:
+        refilled.add(b)
+        return True
     return False
 
 
@@ -411,6 +436,19 @@ def _vent(pl: Placer, b: int) -> bool:
     if slack <= 0:
         return False
     return pl._shed_broker(b, 0.5 * slack, slack, only_broker=-1) >= 0
+
+
+def _count_reach(pl: Placer, goal: CountGoal, *, leaders: bool) -> np.ndarray:
+    """Per rack, the most bytes a broker of it may take in a count move (``rack_room``
+    over the brokers with room under the count bands, as ``dest_cross``'s count move
+    needs): a giver to any taker skips the replicas no such rack may take. Why: where rack
+    awareness confines partitions and the giver's rack is full, its smallest replicas are
+    all confined to it, and ``tries`` spent on them left it over the band."""
+    count, _, hi_c = goal.of(pl)
+    takers = (count + 1 <= hi_c) & (pl.b_reps + 1 <= pl.c_hi)
+    if leaders:
+        takers &= pl.b_leaders + 1 <= pl.l_hi
+    return pl.rack_room(takers)
 
 
 def _give_small(
@@ -426,6 +464,7 @@ def _give_small(
         return False
     cand_all, starts = pl._small
     pl._first_small(b)
+    reach = _count_reach(pl, goal, leaders=leaders) if only_broker < 0 else None
     floor_room = float(pl.b_load[b] - pl.b_lo[b])
     lo_factor = band_floor(pl.g.disk_balance, 1.0) / max(float(pl.a_cap[b]), 1.0)
     a_load = float(pl.a_load[b])
@@ -447,6 +486,8 @@ def _give_small(
             ok &= pl._may_join_many(win, only_broker)
             if pl.b_leaders[only_broker] + 1 > pl.l_hi:
                 ok &= ~pl.lead[win]
+        elif reach is not None and ok.any():
+            ok[ok] = pl.may_reach(win[ok], reach)
         for r in win[ok].tolist():
             attempts += 1
             if attempts > tries:

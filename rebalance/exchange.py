@@ -32,10 +32,12 @@ Offenders are the brokers out of a count band except those the hard rules hold t
 (``_violation``): a rack that rack awareness keeps above the replica band keeps it whatever
 its brokers trade, and searching trades for each of its brokers made this phase most of a
 1M-replica plan on racks of unequal size (unequal-racks: 354K offender searches, 8.3K
-exchanges, ~20K replicas moved, the goal out of reach before and after).
+exchanges, ~20K replicas moved, the goal out of reach before and after). Held brokers are
+partners, though: one held above the band may take what an offender above it must give
+(``_held_partners``), its growth no loss, since no plan meets its band anyway.
 
 Cost is bounded whatever the cluster's size: each search sees at most POOL2 pairs and 2 x POOL
-singles out of A and 2 x POOL + 1 ins from B, per offender at most 2 x PARTNERS partners are
+singles out of A and 2 x POOL + 1 ins from B, per offender at most 3 x PARTNERS partners are
 searched, and the phase runs at most 8 x brokers + the starting count violation (of the
 offenders) offender searches (each exchange lowers that violation; a failed search parks its
 offender).
@@ -234,6 +236,7 @@ class _Exchanger(ExchangeSearch):
         # without one back, so one holding only leaders gains a leader only from a broker
         # with replicas to spare).
         tried = cand + self._same_rack(b, [x for x in same if x not in cand], goal, over=over)
+        tried += self._held_partners(b, set(tried), goal, over=over)
         self._last_tried = {b, *tried}
         best: tuple[float, float, int, int, list[tuple[int, int]]] | None = None
         for partner in tried:
@@ -279,6 +282,26 @@ class _Exchanger(ExchangeSearch):
             bool(self._held[g.name][x]) for g in (pl.replica_goal, pl.leader_goal) for x in (a, b)
         )
 
+    def _held_partners(self, b: int, tried: set[int], goal: CountGoal, *, over: bool) -> list[int]:
+        """The PARTNERS brokers nearest the band among those held out of it on the far side
+        (above it, for an offender above; below, for one below) whose count table with b
+        allows an exchange, that are not in ``tried``. Why: their goal is out of reach
+        whatever they hold (the count table lets their violation grow), and where racks
+        confine partitions they may be the only brokers left that can take what b must give:
+        on ``combined`` (14K replicas, seed 6) the middle rack ended 164 replicas over its
+        band's top with every rack-mate at the top and the third rack unable to take any of
+        its partitions, while the rack held above the band could take them."""
+        cnt, lo, hi = goal.of(self.pl)
+        held = self._held[goal.name] & self.pl.host_b
+        side = (cnt > hi) if over else (cnt < lo)
+        if over:
+            held &= self.recv_b
+        hosts = np.flatnonzero(held & side)
+        hosts = hosts[np.argsort(cnt[hosts] if over else -cnt[hosts], kind="stable")]
+        return self._same_rack(
+            b, [x for x in hosts.tolist() if x != b and x not in tried], goal, over=over
+        )
+
     def _same_rack(self, b: int, same: list[int], goal: CountGoal, *, over: bool) -> list[int]:
         """The first PARTNERS of ``same`` whose count table with b allows an exchange."""
         out: list[int] = []
@@ -309,9 +332,10 @@ class _Exchanger(ExchangeSearch):
         that goal's band (``_violation``: the rack's shortfall, not the broker, is what no
         plan can change, and the exchange moves a count between two brokers of one rack or
         towards the side the rack lacks), and the pair's violation of the goal worked on
-        must fall. Why the exception: where rack awareness holds a whole rack below the
-        replica band, a broker of it that holds only leaders gains a leader only from a
-        rack-mate, which is below that band too."""
+        must fall, a held broker's growth not counted against it. Why the exception: where
+        rack awareness holds a whole rack below the replica band, a broker of it that holds
+        only leaders gains a leader only from a rack-mate, which is below that band too; and
+        a rack held above the band may be the only place an offender's replicas can go."""
         pl = self.pl
         held = [self._held[g.name] for g in (pl.replica_goal, pl.leader_goal)]
         key = (
@@ -342,7 +366,10 @@ class _Exchanger(ExchangeSearch):
             wb = self._cviol(cnt[b] + d_o - d_i, hi, lo, b)
             h = self._held[g.name]
             ok_t &= ((wa <= va) | bool(h[a])) & ((wb <= vb) | bool(h[b]))
-            fall[g.name] = va + vb - wa - wb
+            # A held broker's growth is no loss (no plan meets its band): it does not
+            # cancel the other's fall.
+            fa, fb = va - wa, vb - wb
+            fall[g.name] = (np.maximum(fa, 0) if h[a] else fa) + (np.maximum(fb, 0) if h[b] else fb)
         ok_t &= fall[goal.name] > 0
         self._tables[key] = (ok_t, fall[goal.name])
         return ok_t, fall[goal.name]

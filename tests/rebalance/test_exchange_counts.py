@@ -124,7 +124,9 @@ def test_exchanges_fix_count_offenders_the_greedy_leaves_and_keep_every_rule(
         # Each replica still moves at most once: every changed replica is marked moved once.
         changed = (pl.cur_b != cluster.rep_broker) | (pl.cur_d != cluster.rep_dir)
         assert (changed == pl.moved).all()
-    assert after_total < before_total / 2, (before_total, after_total)
+    # At least half (the greedy alone leaves 6 now, 7 before its count phases refilled
+    # from rack-mates and let brokers within reach of their band go first; exchanges 3).
+    assert after_total <= before_total / 2, (before_total, after_total)
 
 
 def test_exchanges_are_deterministic() -> None:

@@ -128,6 +128,34 @@ def test_cases_the_greedy_left_unmet_are_met_in_one_plan(family: str, seed: int)
     assert not s["secondPass"]["ran"]
 
 
+def test_a_middle_racks_brokers_reach_the_count_band_between_racks_held_above_and_below() -> None:
+    # combined seed 42 at 8000 replicas: racks of 4, 8 and 12 brokers; rack awareness holds
+    # the small rack above the replica band and the large one below it, and the middle
+    # rack can be in band only if it passes replicas on. The old planner left three of its
+    # brokers out of band (437, 414 and 370 replicas, band 285-349), "unmet" after five
+    # greedy passes: brokers at their byte floor could give none of their many small
+    # replicas (the refill looked for donors only among the fullest brokers, all on the
+    # small rack, whose replicas cannot join the middle one), the held small rack gave
+    # first and took up the middle rack's room, and no exchange would hand a replica to a
+    # held broker (its growth cancelled the offender's fall). Now: refills from rack-mates
+    # (``chains``), brokers within reach of their band first (``balance_counts``), and
+    # exchanges with held brokers.
+    cluster = generate(family_shape("combined", 42, 8000))
+    result = make_plan(cluster, Request(mode="full"), goals=Goals(), detail=False)
+    s = result.summary
+    assert all(v["status"] != "unmet" for v in s["goalStatus"].values())
+    replicas = s["goalStatus"]["replicas"]
+    assert replicas["status"] == "unachievable"
+    racks = {
+        int(cluster.broker_rack[list(cluster.broker_ids).index(o["broker"])])
+        for o in replicas["offenders"]
+    }
+    assert racks == {0, 2}  # the held racks only
+    assert not any(o["achievable"] for o in replicas["offenders"])
+    again = make_plan(cluster, Request(mode="full"), goals=Goals(), detail=False)
+    assert again.plan == result.plan
+
+
 def test_a_disk_band_out_of_reach_beside_its_brokers_byte_band_is_unachievable_with_why() -> None:
     # violations seed 2 at 6000 replicas: broker 8 has an Offline dir, so it receives nothing
     # and moves nothing between its disks. Its byte band's floor keeps its Active dirs' mean
