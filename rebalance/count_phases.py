@@ -459,12 +459,32 @@ def _give_small(
     The cheap per-candidate checks (moved already, would drop its dir below the band, may
     not join the taker, leader the taker cannot take) run over windows of candidates as
     array operations; only the survivors, in the same order, pay for a destination search.
-    Same choices as checking one by one, a fraction of the interpreter time."""
+    Same choices as checking one by one, a fraction of the interpreter time. To any taker,
+    the replicas no rack with a taker may take are skipped without counting as tried
+    (``_count_reach``), unless every rack has a taker with room for any replica b may give."""
     if leaders and pl.b_reps[b] - 1 < pl.c_lo:
         return False
+    reach = None
+    if only_broker < 0:
+        reach = _count_reach(pl, goal, leaders=leaders)
+        if reach.min() >= float(pl.b_load[b] - pl.b_lo[b]):
+            reach = None  # it would skip nothing: every candidate fits every rack's room
+    return _give_scan(pl, b, goal, only_broker=only_broker, tries=tries, reach=reach) > 0
+
+
+def _give_scan(
+    pl: Placer,
+    b: int,
+    goal: CountGoal,
+    *,
+    only_broker: int,
+    tries: int,
+    reach: np.ndarray | None,
+) -> int:
+    """``_give_small``'s search: 1 when it moved a replica, 0 when none may go, -1 when it
+    gave up after ``tries`` destination searches."""
     cand_all, starts = pl._small
     pl._first_small(b)
-    reach = _count_reach(pl, goal, leaders=leaders) if only_broker < 0 else None
     floor_room = float(pl.b_load[b] - pl.b_lo[b])
     lo_factor = band_floor(pl.g.disk_balance, 1.0) / max(float(pl.a_cap[b]), 1.0)
     a_load = float(pl.a_load[b])
@@ -491,14 +511,14 @@ def _give_small(
         for r in win[ok].tolist():
             attempts += 1
             if attempts > tries:
-                return False
+                return -1
             target = pl.dest_cross(r, strict=True, only_broker=only_broker, goal=goal, joined=True)
             if target >= 0 and pl.budget_allows(r):
                 pl.apply(r, target)
-                return True
+                return 1
         if last:
-            return False
-    return False
+            return 0
+    return 0
 
 
 def reorder_leaders(pl: Placer) -> None:

@@ -310,11 +310,18 @@ class Placer(PlannerState):
     def rack_room(self, takers: np.ndarray | None = None) -> np.ndarray:
         """Per rack: the most bytes any of its brokers that may receive (and are among
         ``takers``, if given) can take and stay under its byte band's top (-inf: none)."""
-        ok = self.host_b & self.recv_broker()
-        if takers is not None:
-            ok &= takers
+        if self._rack_cut is None:
+            # Brokers grouped by rack once (racks are few; a search asks this per move).
+            order = np.argsort(self._rack_of_b, kind="stable")
+            cuts = np.searchsorted(self._rack_of_b[order], np.arange(len(self.c.racks) + 1))
+            self._rack_cut = (order, cuts, self.host_b & self.recv_broker())
+        order, cuts, open_b = self._rack_cut
+        ok = open_b if takers is None else open_b & takers
+        vals = np.where(ok, self.b_hi - self.b_load, -np.inf)[order]
         room = np.full(len(self.c.racks), -np.inf)
-        np.maximum.at(room, self._rack_of_b[ok], (self.b_hi - self.b_load)[ok])
+        for rk, (lo, hi) in enumerate(zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True)):
+            if hi > lo:
+                room[rk] = vals[lo:hi].max()
         return room
 
     def may_reach(self, reps: np.ndarray, room: np.ndarray) -> np.ndarray:

@@ -134,6 +134,8 @@ class PlannerState:
         self._ver = [0] * n_b
         self._open: dict[int, tuple[int, dict[int, bool]]] = {}
         self._snap_by_b: tuple[np.ndarray, np.ndarray] | None = None
+        #: Brokers by rack (order, cuts) and which host and may receive (``rack_room``).
+        self._rack_cut: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def _caches(self) -> None:
         """What the plan has done so far, Python mirrors of hot figures, the phases' own
