@@ -69,7 +69,7 @@ from spindle.broker.storage.log import Log
 from spindle.broker.storage.names import suffixed_dir_name
 from spindle.broker.storage.priority import IOPRIO_CLASS_BE, IoPriority, lower_current_thread
 from spindle.broker.storage.segment import SegmentState, SourceShrunk
-from spindle.broker.storage.throttle import Throttle
+from spindle.broker.storage.throttle import STEP_MIN, Throttle, unthrottled_step
 
 if TYPE_CHECKING:
     from spindle.broker.storage.manager import LogManager
@@ -331,22 +331,26 @@ class ReplicaMover:
         *,
         throttled: bool,
     ) -> int | None:
-        """Copy one segment's bytes from ``pos`` to ``state.size`` in throttled chunks; the
-        bytes copied, or None if the move was cancelled meanwhile."""
+        """Copy one segment's bytes from ``pos`` to ``state.size`` in throttled chunks (in
+        steps sized by time when unthrottled); the bytes copied, or None if the move was
+        cancelled meanwhile."""
         copied = 0
+        step = STEP_MIN
         while pos < state.size:
             if job.cancel.is_set():
                 return None
-            n = min(self._throttle.chunk_size(), state.size - pos)
+            n = min(self._throttle.chunk_size(step), state.size - pos)
             if throttled:
                 if not self._throttle.acquire(n, job.cancel):
                     return None
             else:
                 self._throttle.reserve(n)
+            began = self._clock.monotonic()
             try:
                 fut.copy_segment_bytes(state, src_fd, pos, n, source_logdir=src.logdir_path)
             except SourceShrunk:
                 raise _Restart() from None
+            step = unthrottled_step(n, self._clock.monotonic() - began)
             pos += n
             copied += n
             job.bytes_copied += n

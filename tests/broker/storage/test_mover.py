@@ -16,8 +16,9 @@ from spindle.broker.records.batch import build_batch, validate
 from spindle.broker.storage import Log, LogManager
 from spindle.broker.storage.mover import MOVER_NICE
 from spindle.broker.storage.segment import SegmentState
+from spindle.broker.storage.throttle import STEP_MIN, STEP_SECONDS
 
-from .conftest import crash
+from .conftest import FakeClock, crash
 from .faults import needs_root, tmpfs
 
 Opener = Callable[..., LogManager]
@@ -642,3 +643,43 @@ def test_segment_snapshots_share_index_lists_and_adopting_a_longer_one_copies_on
     live.truncate_to(3)  # the source rebuilds its index into a new list
     assert first.index[: first.index_len] == taken
     assert [o for o, _ in live.segment_states()[0].index] == [0, 1, 2]
+
+
+class PacedClock(FakeClock):
+    """Fake time in which every reading is ``per_call`` seconds after the previous one: each
+    copy step then seems to take that long, a fast or a slow disk at will."""
+
+    def __init__(self, per_call: float) -> None:
+        super().__init__()
+        self.per_call = per_call
+
+    def monotonic(self) -> float:
+        self.advance(self.per_call)
+        return super().monotonic()
+
+
+@pytest.mark.parametrize("per_call", [0.005, 1.0])
+def test_unthrottled_copy_steps_grow_to_64_mib_where_they_are_quick_and_stay_at_8_where_slow(
+    open_manager: Opener, dirs: list[str], per_call: float
+) -> None:
+    """~100 MB in one segment: 8 MiB, then 64 MiB, then the rest where a step seems to take
+    5 ms; 8 MiB steps, as every unthrottled step was before, where a step seems to take a
+    second. Fewer steps, fewer hand-overs of the GIL between the copy and the appends."""
+    seen = {"n": 0}
+
+    def hook(step: str, tp: TopicPartition) -> None:
+        if step == "copy_progress":
+            seen["n"] += 1
+
+    lm = open_manager(dirs, clock=PacedClock(per_call), hook=hook)
+    tp = TopicPartition("steps", 0)
+    lm.change_replica_dir(tp, dirs[0])
+    log = lm.get_or_create_log(tp)
+    _fill_padded(log, 10_000)
+    assert lm.change_replica_dir(tp, dirs[1]) is ErrorCode.NONE
+    assert lm.await_idle(60)
+    moved = lm.get_log(tp)
+    assert moved is not None
+    assert moved.logdir_path == dirs[1]
+    assert seen["n"] == (3 if per_call < STEP_SECONDS else -(-moved.size // STEP_MIN))
+    assert _values(moved) == [f"{i:016d}".encode() for i in range(10_000)]

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import threading
 
-from spindle.broker.storage.throttle import Throttle
+from spindle.broker.storage.throttle import (
+    STEP_MAX,
+    STEP_MIN,
+    UNLIMITED,
+    Throttle,
+    unthrottled_step,
+)
 
 from .conftest import FakeClock
 
@@ -36,3 +42,18 @@ def test_unlimited_never_waits_and_cancel_stops_a_wait(clock: FakeClock) -> None
     cancelled = threading.Event()
     cancelled.set()
     assert not throttle.acquire(1000, cancelled)
+
+
+def test_an_unthrottled_step_takes_about_50_ms_between_8_and_64_mib() -> None:
+    assert unthrottled_step(8 << 20, 0.0027) == STEP_MAX  # page-cache pace: the largest
+    assert unthrottled_step(8 << 20, 0.0) == STEP_MAX
+    disk_200mbps = unthrottled_step(8 << 20, (8 << 20) / 200e6)
+    assert 9.5e6 < disk_200mbps < 10.5e6  # 50 ms at 200 MB/s
+    assert unthrottled_step(8 << 20, (8 << 20) / 20e6) == STEP_MIN  # slower disks: the floor
+
+
+def test_a_set_rate_sizes_chunks_by_the_rate_whatever_the_unthrottled_step(
+    clock: FakeClock,
+) -> None:
+    assert Throttle(10_000_000, clock=clock).chunk_size(STEP_MAX) == 500_000
+    assert Throttle(UNLIMITED, clock=clock).chunk_size(20 << 20) == 20 << 20
