@@ -48,6 +48,16 @@ def test_each_familys_full_plan_keeps_the_hard_rules(family: str) -> None:
     assert again.plan == result.plan
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_each_familys_lower_bound_is_at_most_the_bytes_its_plan_moves(family: str) -> None:
+    # A bound above a plan that meets the same goals would be no bound (issue 15: the bound
+    # must measure the plan, and must stay a true lower bound). Three seeds per family.
+    for seed in range(3):
+        cluster = generate(family_shape(family, seed, REPLICAS))
+        s = make_plan(cluster, Request(mode="full"), goals=Goals(), detail=False).summary
+        assert s["lowerBounds"]["bytes"] <= s["bytesMoved"]["total"] + 1, (family, seed)
+
+
 @pytest.mark.parametrize("family", ["uniform", "hot-topics", "new-brokers"])
 def test_leader_balance_is_reached_with_zero_bytes_where_reordering_suffices(family: str) -> None:
     # A balanced cluster (a plan's result), then leadership piled onto the lowest broker of
