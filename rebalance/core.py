@@ -57,6 +57,7 @@ from spindle.rebalance.model import Cluster, Goals, SnapshotError
 from spindle.rebalance.placement import Placer
 from spindle.rebalance.prepare import Prepared
 from spindle.rebalance.scope import Request, Scope
+from spindle.rebalance.simplify import simplify_intra
 
 
 @dataclass(kw_only=True)
@@ -142,6 +143,8 @@ STEPS: tuple[Step, ...] = (
     # looked up at call time so a benchmark or test may switch them off.
     Step("exchangeS", (ReplicaCount, LeaderCount), lambda pl: True, lambda pl: exchange_counts(pl)),
     Step("diskBytesS", (DiskBytes,), lambda pl: pl.s.balance_disks and _open(pl), balance_disks),
+    # Last: fewer bytes for the same directory bands, without changing any earlier step.
+    Step("simplifyS", (DiskBytes,), lambda pl: pl.s.balance_disks and _open(pl), simplify_intra),
 )
 
 

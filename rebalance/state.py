@@ -233,6 +233,15 @@ class PlannerState:
         self.n_moves += 1
         self.bytes_moved += int(self.size[r])
 
+    def undo_intra(self, r: int) -> None:
+        """Put replica r, moved between two directories of its broker, back where the
+        snapshot has it, as if it had never moved (``simplify``)."""
+        home = int(self.c.rep_dir[r])
+        self.apply(r, home)
+        self.moved[r] = False
+        self.n_moves -= 2
+        self.bytes_moved -= 2 * int(self.size[r])
+
     def _cross_mask(self, r: int, *, capacity: bool = True) -> np.ndarray:
         """Directories on other brokers that may take replica r under the hard rules
         (``capacity=False``: all but the capacity threshold). Brokers that hold or held a
