@@ -57,7 +57,7 @@ from spindle.rebalance.model import Cluster, Goals, SnapshotError
 from spindle.rebalance.placement import Placer
 from spindle.rebalance.prepare import Prepared
 from spindle.rebalance.scope import Request, Scope
-from spindle.rebalance.simplify import simplify_intra
+from spindle.rebalance.simplify import retarget_into, simplify_intra
 
 
 @dataclass(kw_only=True)
@@ -108,6 +108,13 @@ def _counts(pl: Planner) -> None:
             break
 
 
+def _simplify(pl: Planner) -> None:
+    """Fewer bytes for the same bands: a broker's moves between its own directories spared
+    by a replica landing on it instead of a rack-mate, then pairs of such moves by one."""
+    retarget_into(pl)
+    simplify_intra(pl)
+
+
 def _open(pl: Planner) -> bool:
     return not pl.capped
 
@@ -144,7 +151,7 @@ STEPS: tuple[Step, ...] = (
     Step("exchangeS", (ReplicaCount, LeaderCount), lambda pl: True, lambda pl: exchange_counts(pl)),
     Step("diskBytesS", (DiskBytes,), lambda pl: pl.s.balance_disks and _open(pl), balance_disks),
     # Last: fewer bytes for the same directory bands, without changing any earlier step.
-    Step("simplifyS", (DiskBytes,), lambda pl: pl.s.balance_disks and _open(pl), simplify_intra),
+    Step("simplifyS", (DiskBytes,), lambda pl: pl.s.balance_disks and _open(pl), _simplify),
 )
 
 

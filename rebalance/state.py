@@ -233,6 +233,13 @@ class PlannerState:
         self.n_moves += 1
         self.bytes_moved += int(self.size[r])
 
+    def retarget(self, r: int, d: int) -> None:
+        """Send replica r, already moved off its snapshot broker, to directory d instead
+        (still one move: ``simplify``)."""
+        self.apply(r, d)
+        self.n_moves -= 1
+        self.bytes_moved -= int(self.size[r])
+
     def undo_intra(self, r: int) -> None:
         """Put replica r, moved between two directories of its broker, back where the
         snapshot has it, as if it had never moved (``simplify``)."""
