@@ -43,8 +43,8 @@ CANDIDATES = 16
 
 
 #: Candidate sets (one or two replicas) judged per broker at most, and in all.
-SETS_PER_BROKER = 256
-SETS_IN_ALL = 20_000
+SETS_PER_BROKER = 128
+SETS_IN_ALL = 4_000
 
 
 def retarget_into(pl: Planner) -> int:
@@ -90,13 +90,14 @@ def retarget_into(pl: Planner) -> int:
 
 def _sets(pl: Planner, y: int, arrived: dict[int, list[int]], room: float) -> list[list[int]]:
     """Candidate sets for broker y: one replica, or two moved onto the same broker, of y's
-    rack, at most ``room`` bytes together; smallest first."""
+    rack, at most ``room`` bytes together; smallest first (the partition rules are checked
+    when a set is judged)."""
     rack = pl._broker_rack[y]
     out: list[tuple[float, list[int]]] = []
     for x in sorted(arrived):
         if x == y or pl._broker_rack[x] != rack:
             continue
-        got = [r for r in arrived[x][:8] if pl.size_f[r] <= room and pl._may_join(r, y)]
+        got = [r for r in arrived[x][:8] if pl.size_f[r] <= room]
         for i, r1 in enumerate(got):
             out.append((float(pl.size_f[r1]), [r1]))
             for r2 in got[i + 1 :]:
@@ -131,6 +132,8 @@ def _retarget_one(
         budget[0] -= 1
         if budget[0] < 0:
             return False
+        if not all(pl._may_join(r, y) for r in rs):
+            continue
         s = float(pl.size_f[rs].sum())
         f_band, t_band = _band(pl, own, (a_load + s) / a_cap)
         # A set lands on one directory (two replicas split over two: not tried).
