@@ -243,6 +243,11 @@ class PlannerState:
     def undo_intra(self, r: int) -> None:
         """Put replica r, moved between two directories of its broker, back where the
         snapshot has it, as if it had never moved (``simplify``)."""
+        self.undo_move(r)
+
+    def undo_move(self, r: int) -> None:
+        """Put moved replica r back on its snapshot directory, as if it had never moved
+        (``simplify``, ``cancel``); the caller has checked the directory may hold it."""
         home = int(self.c.rep_dir[r])
         self.apply(r, home)
         self.moved[r] = False
