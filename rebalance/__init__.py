@@ -23,7 +23,9 @@ One plan flows through these modules (``pipeline.make_plan`` runs them in order)
   ``chains``        two-move chains for a broker one move cannot help: refill it, then it
                     gives (counts); a full rack-mate vents, then it takes (bytes)
   ``exchange``      count moves that trade replicas between two brokers so bytes stay in band
-  ``simplify``      last: two moves between one broker's directories replaced by one where
+  ``cancel``        last: a replica moved from one broker to another and one moved back the
+                    other way both stay put where both brokers' bands stay no worse
+  ``simplify``      then: two moves between one broker's directories replaced by one where
                     that moves fewer bytes for the same directory bands
   ``exact``         the mixed-integer program (HiGHS) for small clusters the greedy falls short on;
                     the goals add their own rows to its ``Model``

@@ -40,6 +40,7 @@ from spindle.rebalance.byte_phases import (
     fix_racks,
     relieve_capacity,
 )
+from spindle.rebalance.cancel import cancel_pairs
 from spindle.rebalance.chains import refill_givers
 from spindle.rebalance.count_phases import balance_counts, reorder_leaders
 from spindle.rebalance.exchange import exchange_counts
@@ -150,7 +151,14 @@ STEPS: tuple[Step, ...] = (
     # looked up at call time so a benchmark or test may switch them off.
     Step("exchangeS", (ReplicaCount, LeaderCount), lambda pl: True, lambda pl: exchange_counts(pl)),
     Step("diskBytesS", (DiskBytes,), lambda pl: pl.s.balance_disks and _open(pl), balance_disks),
-    # Last: fewer bytes for the same directory bands, without changing any earlier step.
+    # Last: fewer bytes for the same bands, without changing any earlier step -- replicas
+    # passed between two brokers both ways stay put, then moves between directories.
+    Step(
+        "cancelS",
+        (BrokerBytes, ReplicaCount, LeaderCount, DiskBytes),
+        lambda pl: pl.s.cross_ok and _open(pl),
+        cancel_pairs,
+    ),
     Step("simplifyS", (DiskBytes,), lambda pl: pl.s.balance_disks and _open(pl), _simplify),
 )
 

@@ -15,7 +15,8 @@ awareness fixes its bytes outside the band around the cluster mean; issue 12: fi
 keeps an offline directory's replicas on their broker, in its live directories, where they
 fit -- 9 of the 40 here; two moves between one broker's directories replaced by one where
 that moves fewer bytes for the same bands, ``simplify``: full 1552539451392 -> 1552314007552
-bytes); a deliberate change to the planner's choices updates them in the same
+bytes; a replica moved from one broker to another and one moved back both stay put,
+``cancel``: full 1552314007552 -> 1548356681728 bytes, the bounds the same); a deliberate change to the planner's choices updates them in the same
 commit and says why.
 """
 
@@ -44,7 +45,7 @@ SHAPE = Shape(
 )
 
 PINS = {
-    "full": "e2cbf847850fad1c70bbe8aa65f06206f71f60a5ff4cbe383678693b84a788b8",
+    "full": "b0fd0bad4780145926b7958583e3710fa4ce1e94d6ccb4ae4924e2424b8e46dd",
     "intra-broker": "46e48903b3c9c647883c4fa38b33462cc6e0a4cd2ae83529ce7b6a70d7ae44c6",
     "add-brokers": "db1f8d3ddc2ab00b5d745480bf0655b11ba056648bc82378adb94180981b1a15",
     "fix-offline": "a14beaff48c303b4744f482f4d7659a75e0e88c0d395ba34467197e016b6fe21",
