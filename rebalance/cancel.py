@@ -26,7 +26,7 @@ import bisect
 from typing import TYPE_CHECKING
 
 import numpy as np
-from spindle.rebalance.simplify import _band, _violation
+from spindle.rebalance.simplify import band_violation, dir_band
 
 if TYPE_CHECKING:
     from spindle.rebalance.core import Planner
@@ -128,9 +128,9 @@ def _dirs_keep(pl: Planner, broker: int, delta: dict[int, float], active_delta: 
     a_load = float(pl.a_load[broker])
     u0 = a_load / a_cap if a_cap > 0 else 0.0
     u1 = (a_load + active_delta) / a_cap if a_cap > 0 else 0.0
-    fl0, tp0 = _band(pl, own, u0)
-    fl1, tp1 = _band(pl, own, u1)
-    return bool((_violation(fl1, tp1, after) <= _violation(fl0, tp0, load)).all())
+    fl0, tp0 = dir_band(pl, own, u0)
+    fl1, tp1 = dir_band(pl, own, u1)
+    return bool((band_violation(fl1, tp1, after) <= band_violation(fl0, tp0, load)).all())
 
 
 def _try(pl: Planner, x: int, y: int, a: int, b: int) -> bool:

@@ -122,8 +122,8 @@ def _retarget_one(
         undone[slot[int(pl.cur_d[r])]] -= s
         undone[slot[int(pl.c.rep_dir[r])]] += s
     a_load, a_cap = float(pl.a_load[y]), float(pl.a_cap[y])
-    floor, top = _band(pl, own, a_load / a_cap)
-    before = _violation(floor, top, pl.dir_load[own].astype(np.float64))
+    floor, top = dir_band(pl, own, a_load / a_cap)
+    before = band_violation(floor, top, pl.dir_load[own].astype(np.float64))
     dest = np.flatnonzero(pl.recv[own] & pl.active[own])
     if not len(dest):
         return False
@@ -135,11 +135,11 @@ def _retarget_one(
         if not all(pl._may_join(r, y) for r in rs):
             continue
         s = float(pl.size_f[rs].sum())
-        f_band, t_band = _band(pl, own, (a_load + s) / a_cap)
+        f_band, t_band = dir_band(pl, own, (a_load + s) / a_cap)
         # A set lands on one directory (two replicas split over two: not tried).
         after = np.repeat(undone[None, :], len(dest), axis=0)
         after[np.arange(len(dest)), dest] += s
-        v = _violation(f_band[None, :], t_band[None, :], after)
+        v = band_violation(f_band[None, :], t_band[None, :], after)
         ok = np.flatnonzero((v <= before[None, :]).all(axis=1))
         if len(ok) and _giver_keeps(pl, rs, y):
             for q in mine.tolist():
@@ -186,9 +186,9 @@ def _giver_keeps(pl: Planner, rs: list[int], y: int) -> bool:
         after[own == d] -= float(pl.size_f[r])
         gone += float(pl.size_f[r]) if pl.active[d] else 0.0
     a_load = float(pl.a_load[x])
-    fl0, tp0 = _band(pl, own, a_load / a_cap)
-    fl1, tp1 = _band(pl, own, (a_load - gone) / a_cap)
-    return bool((_violation(fl1, tp1, after) <= _violation(fl0, tp0, load)).all())
+    fl0, tp0 = dir_band(pl, own, a_load / a_cap)
+    fl1, tp1 = dir_band(pl, own, (a_load - gone) / a_cap)
+    return bool((band_violation(fl1, tp1, after) <= band_violation(fl0, tp0, load)).all())
 
 
 def simplify_intra(pl: Planner) -> int:
@@ -215,7 +215,7 @@ def simplify_intra(pl: Planner) -> int:
     return done
 
 
-def _band(pl: Planner, e: np.ndarray, u: float) -> tuple[np.ndarray, np.ndarray]:
+def dir_band(pl: Planner, e: np.ndarray, u: float) -> tuple[np.ndarray, np.ndarray]:
     """Floor and top of directories ``e`` of one broker at its Active mean ``u``: the disk
     band for Active ones (the top capped by the capacity threshold), else only that cap."""
     top = np.minimum(pl.hard[e], pl.g.disk_balance * u * pl.total[e])
@@ -224,7 +224,7 @@ def _band(pl: Planner, e: np.ndarray, u: float) -> tuple[np.ndarray, np.ndarray]
     return np.asarray(floor), np.asarray(top)
 
 
-def _violation(floor: np.ndarray, top: np.ndarray, load: np.ndarray) -> np.ndarray:
+def band_violation(floor: np.ndarray, top: np.ndarray, load: np.ndarray) -> np.ndarray:
     """Bytes outside ``[floor, top]`` at ``load``."""
     return np.asarray(np.maximum(load - top, 0.0) + np.maximum(floor - load, 0.0))
 
@@ -267,8 +267,8 @@ class _Broker:
         self.slot = {int(e): i for i, e in enumerate(own.tolist())}
         u = float(pl.a_load[b] / pl.a_cap[b]) if pl.a_cap[b] > 0 else 0.0
         self.base = pl.dir_load[own].astype(np.float64)
-        self.floor, self.top = _band(pl, own, u)
-        self.before = _violation(self.floor, self.top, self.base)
+        self.floor, self.top = dir_band(pl, own, u)
+        self.before = band_violation(self.floor, self.top, self.base)
         #: Where r3 may go: directories of the broker that may receive, other than d.
         self.dest = own[pl.recv[own] & (own != d)]
 
@@ -302,7 +302,7 @@ class _Broker:
             after = np.repeat(undone[None, :], len(to), axis=0)
             after[:, sd] -= s3
             after[np.arange(len(to)), cols] += s3
-            v = _violation(self.floor[None, :], self.top[None, :], after)
+            v = band_violation(self.floor[None, :], self.top[None, :], after)
             # No slack: a directory on its band's edge must not be pushed past it (the
             # goal's own check allows only ~1e-9 of the band).
             ok = np.flatnonzero((v <= self.before[None, :]).all(axis=1))
