@@ -14,6 +14,7 @@ import argparse
 import hashlib
 import json
 import logging
+import socket
 import sys
 import time
 from typing import Any
@@ -112,6 +113,25 @@ def replicas(args: argparse.Namespace) -> dict[str, Any]:
     return {str(p["partition_index"]): p["replica_nodes"] for p in topic["partitions"]}
 
 
+def reach(args: argparse.Namespace) -> dict[str, Any]:
+    """Each bootstrap address resolved and connected to (TCP, 3 s): {host: "ok <ip>" or why
+    not}. Answers whatever it finds, so a caller can wait on it and show the last answer."""
+    out: dict[str, str] = {}
+    for address in args.bootstrap.split(","):
+        host, port = address.rsplit(":", 1)
+        try:
+            ip = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)[0][4][0]
+        except OSError as e:
+            out[host] = f"not resolved: {e}"
+            continue
+        try:
+            with socket.create_connection((ip, int(port)), timeout=3):
+                out[host] = f"ok {ip}"
+        except OSError as e:
+            out[host] = f"{ip}: {e}"
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="kafka_on_node")
     parser.add_argument("--bootstrap", required=True)
@@ -125,11 +145,19 @@ def main() -> int:
         cmd.add_argument("--size", type=int, default=1000)
         cmd.add_argument("--seqs", action="store_true")
     sub.add_parser("dirs").add_argument("--brokers", type=int, nargs="+", required=True)
+    sub.add_parser("reach")
     args = parser.parse_args()
     # kafka-python's warnings (connections refused, names not resolved) on stderr, which the
     # node tests print when a command fails: "Unable to bootstrap" alone says not why.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    run = {"create": create, "produce": produce, "read": read, "dirs": dirs, "replicas": replicas}
+    run = {
+        "create": create,
+        "produce": produce,
+        "read": read,
+        "dirs": dirs,
+        "replicas": replicas,
+        "reach": reach,
+    }
     print(json.dumps(run[args.command](args)))
     return 0
 

@@ -411,8 +411,28 @@ def on_node(release: Release, *args: str) -> Any:
     done = subprocess.run(
         command, capture_output=True, text=True, timeout=600, env=release.kube.env
     )
-    assert done.returncode == 0, done.stderr[-6000:]
+    err = done.stderr
+    assert done.returncode == 0, err if len(err) < 8000 else f"{err[:3000]}\n...\n{err[-5000:]}"
     return json.loads(done.stdout)
+
+
+def _reachable(release: Release) -> None:
+    """Wait until a client on the node resolves and connects to every broker's advertised
+    name. A Pod the operator replaced is Ready a moment before the cluster's DNS and the
+    node's routes lead to its new address; a client started in that moment cannot bootstrap
+    (seen in CI: ``Connection timed out`` to demo-2 right after its Pod was replaced)."""
+    seen: list[dict[str, str]] = []
+
+    def every_broker() -> bool:
+        seen.append(on_node(release, "reach"))
+        return all(v.startswith("ok ") for v in seen[-1].values())
+
+    try:
+        release.demo.wait_for(
+            every_broker, what="every broker reachable from the node", timeout=120
+        )
+    except AssertionError as e:
+        raise AssertionError(f"{e}; last answers: {seen[-3:]}") from None
 
 
 def _desire(release: Release, name: str, state: str, **more: object) -> None:
@@ -448,6 +468,7 @@ def test_new_topics_place_no_replica_in_a_cordoned_directory(release: Release) -
     for name in CORDONED:
         demo.wait_for(lambda n=name: _lv_state(release, n) == "Cordoned", what=f"{name} Cordoned")
         assert demo.get("logvolume", name)["status"]["cordoned"] is True
+    _reachable(release)
     on_node(release, "create", "--topic", "fresh", "--partitions", str(FRESH_PARTITIONS),
             "--replication", "3")  # fmt: skip
     on_node(release, "create", "--topic", "heavy", "--partitions", str(HEAVY_PARTITIONS),
