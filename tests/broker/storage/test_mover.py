@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -587,6 +588,52 @@ def test_the_swap_fsyncs_only_the_source_directory_while_appends_wait_for_its_lo
     assert {name for name, _, owned in spy.calls if owned and not name.endswith("-swap_0")} <= {
         "producer"
     }
+
+
+def test_a_move_under_steady_appends_ends_however_slowly_the_disk_fsyncs(
+    open_manager: Opener, dirs: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A busy disk: every fsync takes 150 ms, and a producer appends ~10 MB/s, so more than
+    the 1 MiB the swap may copy under the lock arrives during each. The mover flushes the
+    future once and copies what arrived meanwhile without another flush, and the move ends
+    while the appends go on, every batch once and in order. It used to flush again after each
+    round until a flush left at most 1 MiB behind, which here never happened: the move ran
+    for as long as the appends did."""
+    lm = open_manager(dirs)
+    tp = TopicPartition("busy", 0)
+    log = lm.get_or_create_log(tp)
+    _fill_padded(log, 500)  # 5 MB: more than the swap may copy
+    dest = next(d for d in dirs if d != log.logdir_path)
+    real = os.fsync
+
+    def slow(fd: int) -> None:
+        time.sleep(0.15)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", slow)
+    stop = threading.Event()
+    appended = [500]
+
+    def producer() -> None:
+        while not stop.is_set():
+            _fill_padded(log, 1, appended[0])
+            appended[0] += 1
+            time.sleep(0.001)  # ~10 KB a millisecond
+
+    thread = threading.Thread(target=producer, name="producer")
+    thread.start()
+    try:
+        assert lm.change_replica_dir(tp, dest) is ErrorCode.NONE
+        deadline = time.monotonic() + 60
+        while log.logdir_path != dest and time.monotonic() < deadline:
+            time.sleep(0.05)
+        moved_while_appending = log.logdir_path == dest and thread.is_alive()
+    finally:
+        stop.set()
+        thread.join()
+    assert moved_while_appending, f"still not moved after {appended[0] - 500} appends"
+    assert lm.await_idle(60)
+    assert _values(log) == [f"{i:016d}".encode() for i in range(appended[0])]
 
 
 def test_a_swapped_log_keeps_the_futures_recovery_point_not_its_unflushed_end(
