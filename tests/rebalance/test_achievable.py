@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from spindle.rebalance.achievable import blocked_disk_mean, unachievable
-from spindle.rebalance.generator import Shape, generate
-from spindle.rebalance.goals import DISK_BYTES, SOFT_GOALS
+from spindle.rebalance.generator import Shape, family_shape, generate
+from spindle.rebalance.goals import DISK_BYTES, REPLICAS, SOFT_GOALS
 from spindle.rebalance.goals.rack import rack_share
 from spindle.rebalance.model import OFFLINE, Goals, PlanError
 from spindle.rebalance.pipeline import make_plan
@@ -209,3 +209,35 @@ def test_every_goal_left_out_of_band_is_classified_and_out_of_reach_ones_say_whi
                 assert any(k in o["why"] for k in ("Offline dir", "rack awareness", "may not"))
             if o["broker"] in offline_brokers and not o["achievable"]:
                 assert "Offline dir" in o["why"] or "rack awareness" in o["why"]
+
+
+def test_racks_that_cannot_all_hold_their_replica_band_at_once_are_unachievable_with_why() -> None:
+    # combined seed 3 at 900 replicas: racks of 3, 5 and 7 brokers, RF 2 and 3 on 3 racks.
+    # The large rack holds at most one replica of each of the 337 partitions, below its
+    # band; the other two racks then hold at least 843 - 337 = 506 replicas together, more
+    # than their 8 brokers' band tops (8 x 62 = 496). Each passes the one-rack check, but
+    # no plan has both in band: the goal was called achievable ("unmet"), the lower
+    # bound's linear program had no solution, and four greedy passes chased the band.
+    cluster = generate(family_shape("combined", 3, 900))
+    scope = build_scope(cluster, Request(mode="full"))
+    found = unachievable(cluster, scope, Goals())[REPLICAS]
+    rack = cluster.broker_rack
+    assert set(found) == set(range(cluster.n_brokers))
+    together = {b for b, why in found.items() if "cannot all be in band at once" in why}
+    assert together == set(np.flatnonzero(rack != 2).tolist())
+    assert "at least 506 of the 843 replicas together, above the 496" in found[0]
+    s = make_plan(cluster, Request(mode="full"), goals=Goals(), detail=False).summary
+    assert s["goalStatus"]["replicas"]["status"] == "unachievable"
+    assert "lp" in s["lowerBounds"]  # the bound's program has a solution again
+    assert not s["secondPass"]["ran"]
+
+
+def test_a_rack_that_can_pass_its_excess_to_a_held_rack_stays_achievable() -> None:
+    # combined seed 12 at 8000 replicas: the small rack is held above the band and the
+    # large one below it; the middle rack is in band if the small one takes a little more,
+    # so its brokers' band stays achievable (a planner shortfall if missed).
+    cluster = generate(family_shape("combined", 12, 8000))
+    scope = build_scope(cluster, Request(mode="full"))
+    found = unachievable(cluster, scope, Goals())[REPLICAS]
+    assert {int(cluster.broker_rack[b]) for b in found} == {0, 2}
+    assert not any("at once" in why for why in found.values())
