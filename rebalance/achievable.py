@@ -94,10 +94,9 @@ def unachievable(cluster: Cluster, scope: Scope, goals: Goals) -> dict[str, dict
         if goal.leaders and goals.leader_reorder:
             continue  # leadership moves without bytes: a closed broker can still gain leaders
         rc.closed_counts(goal, out[goal.name])
-    if goals.rack_aware:
-        _rack_limits(rc, out)
+    keeps = _rack_limits(rc, out) if goals.rack_aware else {}
     for b in np.flatnonzero(rc.hb & ~scope.intra_ok).tolist():
-        rc.blocked_disks(b, out[DISK_BYTES])
+        rc.blocked_disks(b, out[DISK_BYTES], rack_keep=keeps.get(b))
     return out
 
 
@@ -152,9 +151,13 @@ class _Reach:
                 f"some, below the band's floor {lo_c}"
             )
 
-    def blocked_disks(self, b: int, out: dict[Any, str]) -> None:
+    def blocked_disks(
+        self, b: int, out: dict[Any, str], *, rack_keep: tuple[float, str] | None = None
+    ) -> None:
         """Broker b moves nothing between its disks: its Active dirs that no shedding brings
-        into the disk band (see the module docstring's fixed point)."""
+        into the disk band (see the module docstring's fixed point). ``rack_keep``: bytes b
+        keeps at least so that its rack-mates stay in their byte bands, and why
+        (``_RackLimits.keeps``); that floor binds like b's own byte floor."""
         c, scope, load, total = self.cluster, self.scope, self.load, self.total
         host = scope.hosting
         active = host & (c.dir_state == ACTIVE)
@@ -174,6 +177,9 @@ class _Reach:
         )
         lo_b, b_load = self.lo_b, self.b_load
         floor = lo_b[b] if (scope.balance_brokers and b_load[b] >= lo_b[b]) else 0.0
+        keeper = "to stay in its own byte band"
+        if rack_keep is not None and scope.balance_brokers and rack_keep[0] > floor:
+            floor, keeper = rack_keep
         cordoned = float(load[host & ~active & (c.dir_broker == b)].sum())
         shed_to = float(np.minimum(lo_d, db * u * t_d).sum()) + cordoned
         too_low = floor > shed_to + 1e-9 * max(floor, 1.0)
@@ -194,8 +200,8 @@ class _Reach:
                 )
             elif u_keep > 0 and ld < band_floor(db, u_keep) * td * (1 - 1e-9):
                 out[d] = (
-                    closed_why + f"; its disks can only lose bytes, and to stay in its own "
-                    f"byte band the broker keeps its Active dirs' mean at {u_keep:.4f} or more, "
+                    closed_why + f"; its disks can only lose bytes, and {keeper}, the "
+                    f"broker keeps its Active dirs' mean at {u_keep:.4f} or more, "
                     f"where this dir (at {ld / td:.4f}) is below the band's floor "
                     f"{band_floor(db, u_keep):.4f}: the two bands cannot both hold"
                 )
@@ -203,12 +209,17 @@ class _Reach:
                 out[d] = closed_why + " and the mode moves nothing across brokers"
             elif too_low and ld > db * u * td * (1 + 1e-9):
                 out[d] = (
-                    closed_why + "; shedding this dir into its band would take the broker below "
-                    "its own byte band"
+                    closed_why
+                    + "; shedding this dir into its band would take the broker below "
+                    + (
+                        "its own byte band"
+                        if keeper.startswith("to stay in its own")
+                        else f"what it must keep {keeper}"
+                    )
                 )
 
 
-def _rack_limits(rc: _Reach, out: dict[str, dict[Any, str]]) -> None:
+def _rack_limits(rc: _Reach, out: dict[str, dict[Any, str]]) -> dict[int, tuple[float, str]]:
     """Rack awareness fixes how much each rack holds: with k racks and at most m replicas of
     a partition per rack, every rack holds at least ``rf - m * (k - 1)`` and at most ``m`` of
     each partition's replicas, whatever the plan. When racks have different numbers (or
@@ -217,11 +228,12 @@ def _rack_limits(rc: _Reach, out: dict[str, dict[Any, str]]) -> None:
 
     A broker of the rack that may not receive (``closed``) can only lose, so at most what it
     holds today counts towards the rack's minimum; the rest lands on the rack's open brokers,
-    and it is their bands that must hold it."""
+    and it is their bands that must hold it. Returns, per broker that may not receive, the
+    bytes it keeps at least for that (``_RackLimits.keeps``)."""
     cluster, scope = rc.cluster, rc.scope
     k = hosting_racks(cluster, scope)
     if k <= 1 or cluster.n_replicas == 0:
-        return
+        return {}
     rl = _RackLimits(rc, k)
     rack = cluster.broker_rack
     for rk in np.unique(rack[rc.hb]).tolist():
@@ -235,6 +247,7 @@ def _rack_limits(rc: _Reach, out: dict[str, dict[Any, str]]) -> None:
             for b in members.tolist():
                 out[REPLICAS].setdefault(b, why)
     rl.together(out[REPLICAS])
+    return rl.keeps()
 
 
 class _RackLimits:
@@ -295,6 +308,40 @@ class _RackLimits:
                 f"{max_bytes:.4g} replica bytes, below the {lo_r:.4g} its brokers' bands need"
             )
         return ""
+
+    def keeps(self) -> dict[int, tuple[float, str]]:
+        """Per broker that may not receive: the bytes (with its external ones) it must keep
+        so that its rack's other brokers can stay under their byte bands' tops, and why.
+
+        The rack holds at least ``min_bytes`` of replica bytes, whatever the plan; what a
+        broker that may not receive sheds stays on its rack, on the open brokers (their
+        partitions' other racks are full). So it sheds at most what those brokers' bands
+        have room for beyond the rest of the rack's minimum. Why: violations seed 28 at
+        4000 replicas (RF 3 on 3 racks): broker 6, with an Offline dir, shed 900 GB from
+        its fullest Active dir onto its three rack-mates (the disk step's fallback ignored
+        their byte bands), two of which ended 1.07 and 1.03 of their band's top: the disk
+        band was bought with the byte band, and called achievable while the rack had room
+        for 85 GB only."""
+        rc, ext = self.rc, self.ext
+        cluster = rc.cluster
+        out: dict[int, tuple[float, str]] = {}
+        if self.min_bytes <= 0:
+            return out
+        rack = cluster.broker_rack
+        for rk in np.unique(rack[rc.hb & rc.closed]).tolist():
+            members = np.flatnonzero(rc.hb & (rack == rk))
+            shut, members_open = members[rc.closed[members]], members[~rc.closed[members]]
+            hi_open = float((rc.hi_b[members_open] - ext[members_open]).sum())
+            kept = float((rc.b_load[shut] - ext[shut]).sum())
+            room = max(hi_open + kept - self.min_bytes, 0.0)
+            why = (
+                f"for its rack-mates to stay in their byte bands (rack awareness keeps at "
+                f"least {self.min_bytes:.4g} replica bytes on rack {cluster.racks[rk]!r}, "
+                f"whose other brokers' bands hold {hi_open:.4g}, so it sheds {room:.4g} at most)"
+            )
+            for b in shut.tolist():
+                out[b] = (float(rc.b_load[b]) - room, why)
+        return out
 
     def together(self, out: dict[Any, str]) -> None:
         """Racks that no plan brings into the replica band all at once: the racks held out

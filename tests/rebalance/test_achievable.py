@@ -241,3 +241,34 @@ def test_a_rack_that_can_pass_its_excess_to_a_held_rack_stays_achievable() -> No
     found = unachievable(cluster, scope, Goals())[REPLICAS]
     assert {int(cluster.broker_rack[b]) for b in found} == {0, 2}
     assert not any("at once" in why for why in found.values())
+
+
+def test_a_broker_that_cannot_receive_sheds_for_its_disks_only_where_takers_keep_their_bytes() -> (
+    None
+):
+    # violations seed 28 at 4000 replicas (RF 3 on 3 racks): broker 6 has an Offline dir,
+    # and rack awareness keeps its replicas on its rack. Evening its disks took 900 GB onto
+    # its rack-mates, two of which ended above their byte band ("unmet"); the rack had
+    # room for 85 GB. Now its takers stay in their byte band, and its disk band is out of
+    # reach for that reason.
+    cluster = generate(family_shape("violations", 28, 4000))
+    s = make_plan(cluster, Request(mode="full"), goals=Goals(), detail=False).summary
+    status = s["goalStatus"]
+    assert status["brokerUtilisation"]["status"] == "unachievable"
+    assert [o["broker"] for o in status["brokerUtilisation"]["offenders"]] == [6]
+    disk = status[DISK_BYTES]
+    assert disk["status"] == "unachievable"
+    assert all(o["broker"] == 6 for o in disk["offenders"])
+    assert any(
+        "for its rack-mates to stay in their byte bands" in o["why"] for o in disk["offenders"]
+    )
+
+
+def test_a_broker_that_cannot_receive_sheds_more_to_lift_a_dir_below_the_band() -> None:
+    # violations seed 20 at 4000 replicas: broker 2 has an Offline dir. Shedding its dirs
+    # above the band stopped at the mean where none is above it, leaving data-2 at 0.867 of
+    # the mean; 34 GB more from the other dirs brought it in, and the broker had 67 GB
+    # above its byte floor.
+    cluster = generate(family_shape("violations", 20, 4000))
+    s = make_plan(cluster, Request(mode="full"), goals=Goals(), detail=False).summary
+    assert s["goalStatus"][DISK_BYTES]["status"] == "met"
