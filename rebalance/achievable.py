@@ -100,6 +100,22 @@ def unachievable(cluster: Cluster, scope: Scope, goals: Goals) -> dict[str, dict
     return out
 
 
+def rack_keeps(cluster: Cluster, scope: Scope, goals: Goals) -> np.ndarray:
+    """Per broker that may not receive: the bytes (its external ones included) it keeps at
+    least so that its rack's other brokers can stay under their byte bands' tops
+    (``_RackLimits.keeps``); 0 for every other broker, and without rack awareness."""
+    out = np.zeros(cluster.n_brokers)
+    k = hosting_racks(cluster, scope)
+    if not goals.rack_aware or k <= 1 or cluster.n_replicas == 0:
+        return out
+    rc = _Reach(cluster, scope, goals)
+    if not (rc.closed & rc.hb).any():
+        return out
+    for b, (keep, _) in _RackLimits(rc, k).keeps().items():
+        out[b] = keep
+    return out
+
+
 class _Reach:
     """The snapshot's loads and bands as the reachability checks read them, and which
     brokers are closed (host replicas but may not receive)."""
@@ -178,6 +194,7 @@ class _Reach:
         lo_b, b_load = self.lo_b, self.b_load
         floor = lo_b[b] if (scope.balance_brokers and b_load[b] >= lo_b[b]) else 0.0
         keeper = "to stay in its own byte band"
+        own_binds = floor > 0
         if rack_keep is not None and scope.balance_brokers and rack_keep[0] > floor:
             floor, keeper = rack_keep
         cordoned = float(load[host & ~active & (c.dir_broker == b)].sum())
@@ -190,6 +207,10 @@ class _Reach:
             if floor > 0 and not self.recv_b[b] and scope.cross_ok
             else 0.0
         )
+        if u_keep > 0 and not own_binds:
+            # Only the rack-mates' room binds: below its own byte band, the broker sheds no
+            # further than ``u*`` (the policy above) nor than that room allows.
+            u_keep = max(u_keep, u)
         for d, ld, td in zip(dirs.tolist(), lo_d.tolist(), t_d.tolist(), strict=True):
             ratio_now = ld / td / u if u > 0 else 1.0
             if u_keep <= 0 and ld < band_floor(db, u) * td * (1 - 1e-9):

@@ -9,7 +9,6 @@ directory gives and how much; the destination search and source picking are shar
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable
 
 import numpy as np
 from spindle.rebalance.bands import band_floor
@@ -456,20 +455,22 @@ def _shed_blocked(pl: Placer, b: int) -> None:
     above the disk band down by sending replicas to other brokers. Its Active mean falls as
     it sheds, so the band is recomputed after each move; it converges to the fixed point
     ``achievable.blocked_disk_mean`` describes. The broker does not go below its own byte
-    band for it (when it starts inside it): that would trade one goal for another. Nor do
-    its takers leave theirs: the byte goal comes before the disk goal; where no taker stays
-    inside its disk band too, one inside its byte band will do (its own disks even out
-    later). (The fallback took any destination and pushed takers over their byte band:
-    violations seed 28 at 4000 replicas, rack awareness confining a broker's replicas to its
-    rack, two rack-mates ended 1.07 and 1.03 of their band's top; ``achievable`` now calls
-    such disk bands out of reach.)"""
+    band for it (when it starts inside it): that would trade one goal for another. Nor
+    below what it must keep for its rack-mates' byte bands (``PlannerState.rack_keep``):
+    where rack awareness keeps its replicas on its rack, what it sheds stays there, and
+    beyond the rack's room no later move can even the rack-mates out again (violations
+    seed 28 at 4000 replicas: broker 6, an Offline dir, shed 900 GB onto its rack-mates,
+    two of which ended 1.07 and 1.03 of their byte band's top where the rack had room for
+    85 GB; ``achievable`` calls such disk bands out of reach)."""
     if not pl.s.cross_ok or pl.a_cap[b] <= 0:
         return
-    floor = float(pl.b_lo[b]) if pl.b_load[b] >= pl.b_lo[b] else 0.0
+    own = float(pl.b_lo[b]) if pl.b_load[b] >= pl.b_lo[b] else 0.0
+    floor = max(own, float(pl.rack_keep()[b])) if pl.s.balance_brokers else own
     dirs = [int(d) for d in pl.dirs_of[b] if pl.active[d]]
     while True:
         _shed_over(pl, b, dirs, floor)
-        if pl.capped or not _lift_low(pl, b, dirs, floor):
+        # Below its own byte band already, no band asks it to shed more (a policy).
+        if pl.capped or own <= 0 or not _lift_low(pl, b, dirs, floor):
             break
 
 
@@ -492,7 +493,7 @@ def _shed_over(pl: Placer, b: int, dirs: list[int], floor: float) -> None:
             r = pl.shed(
                 d,
                 min(float(excess[d]), room),
-                _in_band_dest(pl, strict=strict),
+                pl._cross_dest(strict=strict),
                 floor_room=room,
                 soft=True,
             )
@@ -500,16 +501,6 @@ def _shed_over(pl: Placer, b: int, dirs: list[int], floor: float) -> None:
                 break
         if r < 0:
             stuck.add(d)
-
-
-def _in_band_dest(pl: Placer, *, strict: bool) -> Callable[[int], int]:
-    """``_shed_blocked``'s destinations: inside their byte and disk bands, else inside
-    their byte band only (``dest_cross``'s ``in_band``)."""
-
-    def dest(r: int) -> int:
-        return pl.dest_cross(r, strict=strict, in_band=not strict)
-
-    return dest
 
 
 def _lift_low(pl: Placer, b: int, dirs: list[int], floor: float) -> bool:
@@ -526,8 +517,6 @@ def _lift_low(pl: Placer, b: int, dirs: list[int], floor: float) -> bool:
     dir, data-2 left at 0.867 of the mean, 34 GB more shed from its other dirs would have
     brought it in, and it had 67 GB above its byte floor; ``achievable`` counts that band
     reachable, see its ``u_keep``)."""
-    if floor <= 0:
-        return False  # below its byte band already: no band asks it to shed more (policy)
     k = band_floor(pl.g.disk_balance, 1.0)
     db = pl.g.disk_balance
     a_cap = float(pl.a_cap[b])

@@ -38,13 +38,12 @@ class Placer(PlannerState):
         only_broker: int = -1,
         goal: CountGoal | None = None,
         joined: bool = False,
-        in_band: bool = False,
     ) -> int:
         """``_dest_cross``, timed (the profile reports destination scoring separately)."""
         t0 = time.perf_counter()
         try:
             return self._dest_cross(
-                r, strict=strict, only_broker=only_broker, goal=goal, joined=joined, in_band=in_band
+                r, strict=strict, only_broker=only_broker, goal=goal, joined=joined
             )
         finally:
             self._dest_s += time.perf_counter() - t0
@@ -58,14 +57,11 @@ class Placer(PlannerState):
         only_broker: int,
         goal: CountGoal | None,
         joined: bool,
-        in_band: bool = False,
     ) -> int:
         """Best directory on another broker for r, or -1. ``strict``: the destination broker and
         directory stay inside their bands (and count bands), as balancing moves must; otherwise
         the bands only rank the choices (evacuations must go somewhere). ``goal``: the count
-        goal a count move works on, which then ranks the takers (None: a byte move).
-        ``in_band`` (not strict): the destination broker stays inside its byte band, the
-        other bands only rank (its directories can even out later, its bytes often not)."""
+        goal a count move works on, which then ranks the takers (None: a byte move)."""
         if only_broker >= 0:
             # One broker's few dirs: check the partition rules once, not over every dir.
             # ``joined``: the caller checked the partition rules for this taker already.
@@ -84,7 +80,7 @@ class Placer(PlannerState):
         b_after = self.b_load[b] + s
         dir_after = self.dir_load[cand] + s
         mv = Move(r=r, s=s, cand=cand, b=b, b_after=b_after, dir_after=dir_after)
-        b_in = self.broker_goal.accepts(self, mv)
+        in_band = self.broker_goal.accepts(self, mv)
         dir_in = self.disk_goal.accepts(self, mv)
         reps_ok = self.replica_goal.accepts(self, mv)
         lead_ok = self.leader_goal.accepts(self, mv)
@@ -96,15 +92,15 @@ class Placer(PlannerState):
             count, _, hi_c = goal.of(self)
             score = dir_score(taker_score(count[b], max(hi_c, 1), util), dutil)
         if strict:
-            keep = b_in & dir_in
+            keep = in_band & dir_in
             if goal is not None:
                 keep &= reps_ok & lead_ok
+            if not keep.any():
+                return -1
+            score = np.where(keep, score, np.inf)
         else:
-            score = with_misses(score, b_in, dir_in, reps_ok, lead_ok)
-            keep = b_in if in_band else np.ones(len(cand), bool)
-        if not keep.any():
-            return -1
-        return int(cand[int(np.argmin(np.where(keep, score, np.inf)))])
+            score = with_misses(score, in_band, dir_in, reps_ok, lead_ok)
+        return int(cand[int(np.argmin(score))])
 
     def _dest_count_move(self, r: int, cand: np.ndarray, b: int, goal: CountGoal) -> int:
         """``dest_cross`` for a count move to one given broker b (the count phases' hot path):

@@ -13,7 +13,7 @@ a leading underscore are the greedy's own caches. Not thread-safe; one instance 
 from __future__ import annotations
 
 import numpy as np
-from spindle.rebalance.achievable import unachievable
+from spindle.rebalance.achievable import rack_keeps, unachievable
 from spindle.rebalance.goals import BrokerBytes, DiskBytes, LeaderCount, ReplicaCount
 from spindle.rebalance.goals.rack import hosting_racks, rack_limits, rack_share
 from spindle.rebalance.model import ACTIVE, STATES, Cluster, Goals
@@ -171,6 +171,7 @@ class PlannerState:
         self._prop_n = 0
         self._prop_applied = 0
         self._reach: dict[str, np.ndarray] | None = None
+        self._keep: np.ndarray | None = None
 
     # ------------------------------------------------- bookkeeping (public: exchanges use it)
 
@@ -346,6 +347,14 @@ class PlannerState:
                 self._reach[name] = np.zeros(self.c.n_brokers, bool)
                 self._reach[name][list(found[name])] = True
         return self._reach[goal]
+
+    def rack_keep(self) -> np.ndarray:
+        """Per broker that may not receive: the bytes it keeps at least so that its rack's
+        other brokers can stay in their byte bands (``achievable.rack_keeps``; from the
+        snapshot, so computed once a plan)."""
+        if self._keep is None:
+            self._keep = rack_keeps(self.c, self.s, self.g)
+        return self._keep
 
     def recv_broker(self) -> np.ndarray:
         out = np.zeros(self.c.n_brokers, bool)
