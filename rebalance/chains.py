@@ -119,12 +119,7 @@ def refill_one(
         if not pl.rack_open(d, int(rack[b])):
             continue
         tried += 1
-        # Best fit below what the donor may lose too: ``shed`` picks the largest replica
-        # not above ``need`` without checking the floor (combined seed 21 at 4000
-        # replicas: a 3.7 GB replica left a donor 2.04 GB above its byte floor 1.67 GB
-        # under it, and the plan ended with that goal unmet).
-        spare_d = min(room, float(slack[d]))
-        r = pl._shed_broker(d, min(want, spare_d), spare_d, only_broker=b)
+        r = pl._shed_broker(d, want, min(room, float(slack[d])), only_broker=b)
         if r >= 0:
             return float(pl.size_f[r])
     return 0.0
