@@ -207,3 +207,22 @@ def test_a_later_pass_putting_a_replica_where_its_partition_was_is_kept() -> Non
     after = executed(cluster, result.placement, result.leader)
     again = make_plan(after, request, goals=Goals(), detail=False).summary
     assert again["partitionsChanged"] == 0
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_rack_repair_leaves_a_broker_that_cannot_receive_its_room_to_even_its_disks(
+    seed: int,
+) -> None:
+    # violations at 8000 replicas: broker 3 (seed 1; an Offline dir, so it can only lose
+    # replicas) gave 14.6 GB from data-2, a dir below the disk band, to repair two rack
+    # violations while the crowded racks had other replicas to move; shedding its data-1
+    # then stopped at its byte floor with data-1 at 1.12 of its Active mean (band 1.10),
+    # "unmet" (seed 2 likewise). Now the repair takes such a broker's replica only where it
+    # must shed those bytes anyway (``byte_phases.fix_racks``): both bands are met.
+    cluster = generate(family_shape("violations", seed, 8000))
+    request = Request(mode="full")
+    result = make_plan(cluster, request, goals=Goals(), detail=False)
+    check_hard_rules(cluster, request, result, Goals())
+    status = result.summary["goalStatus"]
+    assert all(v["status"] != "unmet" for v in status.values())
+    assert status["diskUtilisationOverBrokerMean"]["status"] == "met"
