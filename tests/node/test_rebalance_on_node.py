@@ -251,7 +251,7 @@ def test_intra_broker_rebalance_plans_in_a_pod_replans_when_stale_and_runs_on_th
     s.kit.apply({
         "apiVersion": "spindle.io/v1alpha1", "kind": "Rebalance", "metadata": {"name": "intra"},
         "spec": {"cluster": CLUSTER, "mode": "intra-broker", "planner": {"mode": "Job"},
-                 "maxConcurrentMoves": 2,
+                 "maxConcurrentMoves": 1,
                  "throttle": {"intraBrokerBytesPerSecond": 1024 * 1024}},
     })  # fmt: skip
     # The planning Pod: the Job's, from Spindle's image, as the chart's planner account.
@@ -318,7 +318,10 @@ def test_intra_broker_rebalance_plans_in_a_pod_replans_when_stale_and_runs_on_th
     print("seen moving:", *seen.values(), sep="\n  ")
     assert final["phase"] == "Completed", final
     assert seen, "no batch was seen Moving in kubectl get reassignments"
-    assert final["batches"] >= 2  # maxConcurrentMoves 2
+    # maxConcurrentMoves 1: one batch per planned move. How many moves the third plan needs
+    # (2 or 3) depends on which directory the other topics' replicas landed in, 4 KB apart;
+    # ">= 2 batches of 2" failed on the 2-move plans.
+    assert final["batches"] == len(third["replicaMoves"]) >= 2, (final, third["replicaMoves"])
 
     # Balanced as planned: each directory of broker 0 gained or lost the bytes the proposal
     # said (its figures also count the file system's own use, so compare differences), and the
