@@ -328,25 +328,25 @@ def measure(
     return out
 
 
+PRODUCER = {
+    "linger.ms": 20,
+    "batch.size": 1_000_000,
+    "batch.num.messages": 100_000,
+    "queue.buffering.max.kbytes": 1_048_576,
+    "queue.buffering.max.messages": 1_000_000,
+    "compression.type": "none",
+    "enable.idempotence": False,
+}
+"""The benchmark's producer settings (``acks`` is :func:`_produce`'s argument)."""
+
+
 def _produce(bootstrap: str, topic: str, count: int, partitions: int, acks: int | str = 1) -> float:
     """Seconds to produce ``count`` messages round-robin over the partitions until flush()
     (bench/cluster_compare.py passes ``acks="all"``)."""
     from confluent_kafka import Producer
 
     payload = os.urandom(MSG_SIZE)
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": acks,
-            "linger.ms": 20,
-            "batch.size": 1_000_000,
-            "batch.num.messages": 100_000,
-            "queue.buffering.max.kbytes": 1_048_576,
-            "queue.buffering.max.messages": 1_000_000,
-            "compression.type": "none",
-            "enable.idempotence": False,
-        }
-    )
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, **PRODUCER})
     # Warm up metadata and connections outside the timed window: one message per partition.
     for p in range(partitions):
         producer.produce(topic, payload, partition=p)
@@ -364,20 +364,38 @@ def _produce(bootstrap: str, topic: str, count: int, partitions: int, acks: int 
     return time.perf_counter() - start
 
 
+CONSUMER = {
+    "enable.auto.commit": False,
+    # librdkafka's own defaults, named here because the benchmark depends on them: 1 MiB per
+    # partition and fetch, 64 MiB queued in the client.
+    "fetch.max.bytes": 52_428_800,
+    "max.partition.fetch.bytes": 1_048_576,
+    "queued.max.messages.kbytes": 65_536,
+    # Not the default (1000 ms): how long librdkafka stops fetching a partition whose local
+    # queue is over its threshold (queued.min.messages, queued.max.messages.kbytes). The
+    # broker answers faster than this loop takes messages, so queues fill; at 1000 ms a round
+    # timed the client's pauses -- one or two in a 1-2 s round split both brokers' rounds into
+    # two modes (~500 and ~1000 MB/s). At 10 ms the client fetches again as soon as it drained.
+    "fetch.queue.backoff.ms": 10,
+}
+"""The benchmark's consumer settings (see :func:`_consume` for what was measured)."""
+
+
 def _consume(bootstrap: str, topic: str, want: int, partitions: int) -> float:
-    """Seconds for an assign-mode consumer to read ``want`` messages from offset 0."""
+    """Seconds for an assign-mode consumer to read ``want`` messages from offset 0.
+
+    Settings (:data:`CONSUMER`), measured with one broker of each kind, 1 GiB topic of 4
+    partitions produced afresh before each of 8 rounds (MB/s, min-median-max): with 10 MiB per
+    partition fetch, 1 GiB queued and the 1000 ms queue backoff (this benchmark until then),
+    Spindle 864-954-1121, Kafka 405-469-548, and earlier runs bimodal for both; with the
+    10 ms backoff, Spindle 959-1097-1184, Kafka 819-947-1036; with 10 ms and librdkafka's
+    1 MiB per partition and 64 MiB queued, Spindle 1369-1471-1559, Kafka 803-1208-1330 (its
+    first round: the JIT), and the client page-faults ~30-50K pages a round instead of ~270K
+    (each 40 MB response had been a fresh mapping). With 1 MiB and the 1000 ms backoff, both
+    brokers' rounds were bimodal again (Spindle 392-635-1348)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "bench",
-            "enable.auto.commit": False,
-            "fetch.max.bytes": 52_428_800,
-            "max.partition.fetch.bytes": 10_485_760,
-            "queued.max.messages.kbytes": 1_048_576,
-        }
-    )
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", **CONSUMER})
     consumer.list_topics(topic, timeout=30)  # connection and metadata, outside the window
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got = 0
@@ -507,6 +525,8 @@ def report(
         "headline": "median of the counted rounds (after the warm-up); best round as context",
         "spindle_set": args.spindle_set,
         "client": "librdkafka (confluent-kafka), acks=1, no compression",
+        "producer": PRODUCER,
+        "consumer": CONSUMER,
         "load_average_per_round": loads,
     }
     for metric in METRICS:
