@@ -272,3 +272,24 @@ def test_a_broker_that_cannot_receive_sheds_more_to_lift_a_dir_below_the_band() 
     cluster = generate(family_shape("violations", 20, 4000))
     s = make_plan(cluster, Request(mode="full"), goals=Goals(), detail=False).summary
     assert s["goalStatus"][DISK_BYTES]["status"] == "met"
+
+
+def test_a_rack_band_out_of_reach_once_a_closed_broker_sheds_to_its_byte_band_is_unachievable() -> (
+    None
+):
+    # violations seed 0 at 8000 replicas (RF 3 on 3 racks): rack 0 holds 2666 replicas in
+    # every plan. Broker 1 has an Offline dir and 223 replicas, 37.6 GB above its byte band;
+    # its four largest are the fewest that cover that (12.2 + 10.8 + 10.7 + 10.0 GB), so it
+    # keeps at most 219 and its 5 rack-mates at least 2447, above their band tops' 5 x 489.
+    # Counting its snapshot 223 called the band reachable and the plan "unmet".
+    cluster = generate(family_shape("violations", 0, 8000))
+    scope = build_scope(cluster, Request(mode="full"))
+    found = unachievable(cluster, scope, Goals())[REPLICAS]
+    rack0 = np.flatnonzero(cluster.broker_rack == 0).tolist()
+    assert set(rack0) <= set(found)
+    assert "keep at most 219 (4 of them given away" in found[rack0[1]]
+    s = make_plan(cluster, Request(mode="full"), goals=Goals(), detail=False).summary
+    status = s["goalStatus"]
+    assert status[REPLICAS]["status"] == "unachievable"
+    # The byte band it was traded for is kept.
+    assert 1 not in [o["broker"] for o in status["brokerUtilisation"].get("offenders", [])]
