@@ -8,6 +8,7 @@ test and an anonymous one never share a session.
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from spindle.operator.handlers import WATCH_SECONDS
 
 GI = 1024**3
 MOVES = [
@@ -105,8 +107,25 @@ def proposals(demo: Any, usage: dict[str, tuple[float, int]]) -> Any:
         "proposal": {**PROPOSAL["proposal"], "brokers": brokers, "directories": dirs},
     }
     for name in ("demo-disks", "demo-full"):
-        demo.patch_status("rebalance", name, status)
+        _keep_status(demo, name, status)
     return demo
+
+
+def _keep_status(demo: Any, name: str, status: dict[str, Any]) -> None:
+    """Patch the proposal in (playing the planner's part) until it stays.
+
+    The operator passes over an unfinished Rebalance every ``WATCH_SECONDS`` (here each pass
+    finds no planner ServiceAccount and writes phase Pending); a pass that read the object
+    just before this patch writes its status just after it, and every later pass then starts
+    over from Pending (a CI run once failed so: no Approve button, phase Pending). A pass that
+    read the patched ProposalReady keeps it, so one watcher interval without a change means the
+    proposal stays."""
+    for _ in range(5):
+        demo.patch_status("rebalance", name, status)
+        time.sleep(WATCH_SECONDS + 1)
+        if (demo.get("rebalance", name).get("status") or {}).get("phase") == "ProposalReady":
+            return
+    raise AssertionError(f"the operator kept overwriting {name}'s status")
 
 
 def context(browser: Any, dashboard_url: str, **options: Any) -> Any:
