@@ -232,16 +232,34 @@ def test_controller_killed_mid_reassignment_its_successor_completes_it(
     target = {p: ([a, b] if p % 2 else [b, a]) for p in parts}
     assert any(controller in parts[p].replicas for p in parts)
     producer = resilient.producer("moves", len(parts))
+    # The brokers gaining replicas are paused (SIGSTOP, well under their 6 s session) from
+    # before the reassignment until the controller is dead, so that no new replica can catch
+    # up and the reassignment cannot complete first: with a few hundred small messages it can
+    # finish within milliseconds, before the test's SIGKILL lands on a loaded machine (CI
+    # saw "completed before the controller died").
+    # The admin client learns the controller while every broker runs (its first controller
+    # request, ListPartitionReassignments, looks it up with a Metadata request to any broker
+    # and keeps it), so that the reassignment goes to the controller, not to a paused broker.
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap())
+    paused = [cluster.brokers[n].proc for n in (a, b)]
     try:
+        told = admin.describe_cluster()["controller_id"]
+        assert told == controller, f"metadata names {told} the controller, etcd {controller}"
+        admin.list_partition_reassignments()
+        for proc in paused:
+            assert proc is not None
+            proc.send_signal(signal.SIGSTOP)
         result = admin.alter_partition_reassignments(
             {KafkaTP("moves", p): r for p, r in target.items()}
         )
+        assert all(err is None for err in result.values()), result
+        during = cluster.view()
+        cluster.brokers[controller].kill()
     finally:
+        for proc in paused:
+            assert proc is not None
+            proc.send_signal(signal.SIGCONT)
         admin.close()
-    cluster.brokers[controller].kill()  # at once: nothing can have completed yet
-    assert all(err is None for err in result.values()), result
-    during = cluster.view()
     pending = [p for p, s in during.topics["moves"].partitions.items() if s.adding or s.removing]
     assert pending, "the reassignment completed before the controller died"
     after = cluster.wait(
