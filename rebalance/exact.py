@@ -81,6 +81,18 @@ class ExactResult:
     variables: int = 0
 
 
+@dataclass(frozen=True, kw_only=True)
+class Near:
+    """A neighbourhood of a placement the model is restricted to (``repair``): every replica
+    ends where ``planned_dir`` puts it, except that a replica whose snapshot or planned
+    broker is one of ``brokers`` may end anywhere the mode allows (its snapshot place
+    included), and any replica may end on one of ``brokers`` instead."""
+
+    planned_dir: np.ndarray
+    #: Per broker: whether it is in the neighbourhood.
+    brokers: np.ndarray
+
+
 class _Rows:
     """Constraint rows gathered as (lower, upper, columns, values), added in one call."""
 
@@ -129,9 +141,20 @@ class Model:
     "infinity"."""
 
     def __init__(
-        self, cluster: Cluster, scope: Scope, goals: Goals, *, elastic: bool, onto_holders: bool
+        self,
+        cluster: Cluster,
+        scope: Scope,
+        goals: Goals,
+        *,
+        elastic: bool,
+        onto_holders: bool,
+        near: Near | None = None,
+        excused_dirs: frozenset[int] = frozenset(),
     ) -> None:
         self.cluster, self.scope, self.goals, self.elastic = cluster, scope, goals, elastic
+        self.near = near
+        #: Directories whose disk band the goals leave out of the model (out of reach).
+        self.excused_dirs = excused_dirs
         self.inf = highspy.kHighsInf
         unit = float(max(int(cluster.dir_total.max(initial=1)), 1))
         self.size = cluster.rep_size.astype(np.float64) / unit
@@ -181,18 +204,23 @@ class Model:
         col_r: list[int] = []
         col_d: list[int] = []
         self.stuck = np.zeros(c.n_replicas, bool)
+        near = self.near
+        planned = rep_dir0 if near is None else near.planned_dir
+        inside = np.ones(c.n_brokers, bool) if near is None else near.brokers
+        free = inside[c.rep_broker] | inside[d_b[planned]]
         for r in range(c.n_replicas):
             d0 = int(rep_dir0[r])
             if not scope.hosting[d0] and not scope.evacuate[d0]:
                 self.stuck[r] = True
                 continue
-            if not scope.evacuate[d0]:
+            if not scope.evacuate[d0] and (free[r] or planned[r] == d0):
                 col_r.append(r)
                 col_d.append(d0)
             if may_move[r]:
                 for d in self._destinations(r, recv, onto_holders=onto_holders):
-                    col_r.append(r)
-                    col_d.append(d)
+                    if free[r] or d == planned[r] or inside[d_b[d]]:
+                        col_r.append(r)
+                        col_d.append(d)
         self.col_r, self.col_d = col_r, col_d
         self.n_x = len(col_r)
         self.xr = np.asarray(col_r, np.int64)

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-from spindle.rebalance import exact
+from spindle.rebalance import exact, repair
 from spindle.rebalance.achievable import classify, unachievable
 from spindle.rebalance.core import Outcome, plan_core
 from spindle.rebalance.goals import soft_goals
@@ -70,6 +70,8 @@ class _Choice:
     second: dict[str, Any] = field(default_factory=lambda: {"ran": False})
     #: Its seconds (wall-clock: in the timings, not in the summary's pinned part).
     second_s: float = 0.0
+    #: The exact repair's seconds (wall-clock: in the timings only).
+    repair_s: float = 0.0
     #: Whether the plan was dropped for moving replicas that improve no goal's figures.
     idle: dict[str, Any] = field(default_factory=lambda: {"dropped": False})
 
@@ -119,6 +121,7 @@ def make_plan(
     shortfall = [g for g, v in choice.status.items() if v["status"] == "unmet"]
     if shortfall and not caps and choice.refusal is None and request.mode == "full":
         _second_pass(cluster, scope, goals, request, choice, spark)
+        _repair(cluster, scope, goals, request, choice, spark, exact_limit=exact_limit)
         shortfall = [g for g, v in choice.status.items() if v["status"] == "unmet"]
     if cluster.n_replicas <= exact_limit and not caps and (choice.refusal is not None or shortfall):
         _try_exact(cluster, scope, goals, request, choice, shortfall)
@@ -142,6 +145,8 @@ def make_plan(
         timings["exact"] = float(choice.exact["seconds"])
     if choice.second["ran"]:
         timings["secondPass"] = choice.second_s
+    if "repair" in choice.second:
+        timings["repair"] = choice.repair_s
     summary["timings"] = {k: round(v, 3) for k, v in timings.items()}
     return PlanResult(
         plan=summary.pop("_plan"),
@@ -223,6 +228,59 @@ def _second_pass(
     if not choice.second["used"]:
         choice.second["why"] = "no later pass met more goals than the first"
     choice.second_s = time.perf_counter() - t0
+
+
+def _repair(
+    cluster: Cluster,
+    scope: Scope,
+    goals: Goals,
+    request: Request,
+    choice: _Choice,
+    spark: Any,
+    *,
+    exact_limit: int,
+) -> None:
+    """When the greedy's passes leave an achievable goal unmet: the exact repair over the
+    brokers out of band (``repair``), its leaders by the greedy's preferred-leader changes
+    (which the repair leaves to them), and one greedy pass over that; the closer of the
+    two (``_distance``) is used when it is closer than the greedy's placement. Noted as
+    ``secondPass.repair``: the neighbourhoods tried, and whether it was used. Run above
+    the exact planner's limit (below it, that one solves the whole cluster) and up to
+    ``repair.MAX_REPLICAS`` replicas."""
+    if not _shortfall(choice.status)[0]:
+        return
+    if not exact_limit < cluster.n_replicas <= repair.MAX_REPLICAS:
+        return
+    t0 = time.perf_counter()
+    found, tries = repair.repair(cluster, scope, goals, choice.cur_d, choice.status)
+    note: dict[str, Any] = {"tries": tries, "used": False}
+    choice.second["repair"] = note
+    if found is not None and found.cur_broker is not None and found.cur_dir is not None:
+        lead = cluster.rep_leader if choice.leader is None else choice.leader
+        if goals.leader_reorder:
+            placed = (found.cur_broker, found.cur_dir)
+            lead = repair.reordered_leaders(cluster, request, goals, placed, lead)
+        base = (found.cur_broker, found.cur_dir, lead)
+        best = _distance(
+            cluster, scope, goals, choice.status, choice.cur_b, choice.cur_d, choice.leader
+        )
+        options: list[tuple[tuple[np.ndarray, np.ndarray, np.ndarray | None], Any, Any]] = []
+        if not hard_violations(cluster, scope, goals, base[0], base[1]):
+            status, unmet = _goal_status(cluster, scope, goals, *base, False)
+            options.append((base, status, unmet))
+        step = _one_pass(cluster, scope, goals, request, base, spark)
+        if step is not None:
+            options.append((step[0], step[2], step[3]))
+        for (cur_b, cur_d, leader), status, unmet in options:
+            dist = _distance(cluster, scope, goals, status, cur_b, cur_d, leader)
+            if dist < best:
+                best, note["used"] = dist, True
+                choice.cur_b, choice.cur_d, choice.leader = cur_b, cur_d, leader
+                choice.status, choice.unmet = status, unmet
+        if note["used"]:
+            moved = (choice.cur_b != cluster.rep_broker) | (choice.cur_d != cluster.rep_dir)
+            choice.core_moves = int(moved.sum())
+    choice.repair_s = time.perf_counter() - t0
 
 
 def _one_pass(
@@ -483,6 +541,13 @@ def _with_evidence(
         )
     elif request.mode == "full":
         tried.append("more greedy passes: not run (caps given or the plan was refused)")
+    fix = second.get("repair")
+    if fix is not None:
+        tried.append(
+            "exact repair (HiGHS MIP) over the brokers out of band, then with their rack-mates: "
+            + ", ".join(f"{t['status']} over brokers {t['brokers']}" for t in fix["tries"])
+            + ("; used" if fix["used"] else "; not used: it brought the goals no closer")
+        )
     ex = choice.exact
     if ex["ran"]:
         tried.append(

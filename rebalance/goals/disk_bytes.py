@@ -109,7 +109,8 @@ class DiskBytes(SoftGoal):
 
     def exact_rows(self, model: Model, b: int) -> None:
         """Per Active dir: (L_d + ext_d) / T_d within f x (Active load) / a_cap, multiplied
-        out: a_cap * (L_d + ext_d) - f * T_d * (sum of L + ext over Active dirs)."""
+        out: a_cap * (L_d + ext_d) - f * T_d * (sum of L + ext over Active dirs); none for
+        the model's ``excused_dirs``."""
         if not model.scope.balance_disks:
             return
         total, ext = model.total, model.ext
@@ -118,6 +119,8 @@ class DiskBytes(SoftGoal):
         e_act = float(ext[act].sum())
         db = self.settings.disk_balance
         for d in act:
+            if d in model.excused_dirs:
+                continue
             for f, upper in ((db, True), (band_floor(db, 1.0), False)):
                 cols_d = [model.load_col[dd] for dd in act]
                 vals_d = [(a_cap if dd == d else 0.0) - f * total[d] for dd in act]
