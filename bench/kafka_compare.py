@@ -6,10 +6,13 @@ a real etcd and a Spindle broker with the same number of log directories. Then, 
 in turn, with librdkafka (confluent-kafka) and identical settings (1 KiB messages, large batches,
 acks=1, no compression):
 
-- produce MB/s: ``--mb`` MiB into a topic of ``--partitions`` partitions, until flush() returns;
-- consume MB/s: an assign-mode consumer reads every message back from offset 0;
+- produce MB/s: ``--mb`` MiB into a topic of ``--partitions`` partitions, until flush() returns,
+  and again until the writes add up to :data:`PRODUCE_WINDOW_S`;
+- consume MB/s: an assign-mode consumer reads every message back from offset 0, and again
+  with a new consumer until the reads add up to :data:`CONSUME_WINDOW_S`;
 - move MB/s: AlterReplicaLogDirs moves every partition to another directory (unthrottled);
-  DescribeLogDirs is polled until no future replica is left and all sit in their new dirs.
+  DescribeLogDirs is polled until no future replica is left and all sit in their new dirs;
+  moved back and forth until the moves add up to :data:`MOVE_WINDOW_S`.
 
 Both brokers run side by side and are measured in alternating rounds: ``--warmup`` declared
 warm-up rounds first (printed, not counted: Kafka's JIT warms up over them), then ``--rounds``
@@ -313,15 +316,21 @@ def measure(
         cpu = cpu_seconds(probe.pid)
         with probe.phase() as peak:
             if phase == "produce":
-                took = _produce(bootstrap, topic, count, partitions)
-                out["produce_mb_s"] = total_bytes / took / 1e6
+                took, writes = produce_window(bootstrap, topic, count, partitions)
+                out["produce_mb_s"] = writes * total_bytes / took / 1e6
+                out["produce_writes"] = float(writes)
+                # Each write's warm-up message per partition is in the topic too.
+                total_bytes *= writes
+                count = writes * (count + partitions)
             elif phase == "consume":
-                took = _consume(bootstrap, topic, count + partitions, partitions)
-                out["consume_mb_s"] = total_bytes / took / 1e6
+                took, reads = consume_window(bootstrap, topic, count, partitions)
+                out["consume_mb_s"] = reads * total_bytes / took / 1e6
+                out["consume_reads"] = float(reads)
             else:
-                took, moved = move_all(port, topic, partitions)
+                took, moved, moves = move_window(port, topic, partitions)
                 out["move_mb_s"] = moved / took / 1e6 if took > 0 else 0.0
                 out["moved_bytes"] = float(moved)
+                out["moves"] = float(moves)
         out[f"{phase}_peak_rss_mb"] = peak[0]
         out[f"{phase}_cpu_s"] = round(cpu_seconds(probe.pid) - cpu, 2)
     drop_topic(bootstrap, topic, log_dirs)
@@ -338,6 +347,22 @@ PRODUCER = {
     "enable.idempotence": False,
 }
 """The benchmark's producer settings (``acks`` is :func:`_produce`'s argument)."""
+
+
+PRODUCE_WINDOW_S = 3.0
+"""A round's produce phase writes ``--mb`` MiB, and again into the same topic, until its
+writes add up to at least this long (one write of 1 GiB takes ~2 s, and single writes spread
+Spindle's rounds by 0.17 of their median, Kafka's by 0.27, stop 30). The consume and move
+phases then read and move everything written (2 GiB a round, as a rule)."""
+
+
+def produce_window(bootstrap: str, topic: str, count: int, partitions: int) -> tuple[float, int]:
+    """Writes (:func:`_produce`) of ``count`` messages until they add up to
+    :data:`PRODUCE_WINDOW_S`: seconds and the number of writes."""
+    took, writes = 0.0, 0
+    while took < PRODUCE_WINDOW_S:
+        took, writes = took + _produce(bootstrap, topic, count, partitions), writes + 1
+    return took, writes
 
 
 def _produce(bootstrap: str, topic: str, count: int, partitions: int, acks: int | str = 1) -> float:
@@ -381,6 +406,22 @@ CONSUMER = {
 """The benchmark's consumer settings (see :func:`_consume` for what was measured)."""
 
 
+CONSUME_WINDOW_S = 3.0
+"""A round's consume phase reads the topic from offset 0, again and again with a new consumer,
+until its reads add up to at least this long: one read of 1 GiB takes ~1 s, where a
+scheduler hiccup of the client's or the broker's threads on two cores moved a round by tens
+of percent (stop 30: Spindle 823-1049 MB/s, Kafka 762-1117 in five rounds)."""
+
+
+def consume_window(bootstrap: str, topic: str, want: int, partitions: int) -> tuple[float, int]:
+    """Reads (:func:`_consume`) until they add up to :data:`CONSUME_WINDOW_S`: seconds and
+    the number of reads."""
+    took, reads = 0.0, 0
+    while took < CONSUME_WINDOW_S:
+        took, reads = took + _consume(bootstrap, topic, want, partitions), reads + 1
+    return took, reads
+
+
 def _consume(bootstrap: str, topic: str, want: int, partitions: int) -> float:
     """Seconds for an assign-mode consumer to read ``want`` messages from offset 0.
 
@@ -410,6 +451,25 @@ def _consume(bootstrap: str, topic: str, want: int, partitions: int) -> float:
     elapsed = time.perf_counter() - start
     consumer.close()
     return elapsed
+
+
+MOVE_WINDOW_S = 3.0
+"""A round's move phase moves every partition to the other directory, and back, until its
+moves add up to at least this long. One 1 GiB move takes ~0.5 s on Spindle and ~1.2 s on
+Kafka; timed alone -- completion seen by polling DescribeLogDirs every 50 ms, one write-back
+burst of the host's disk inside it -- Spindle's rounds spread by 0.89 of their median (stop
+29: 842-2394 MB/s). Back to back, no settling between moves: what one move left dirty (Kafka
+does not fsync a moved replica, Spindle's mover does) is written back during the next."""
+
+
+def move_window(port: int, topic: str, partitions: int) -> tuple[float, int, int]:
+    """Moves (:func:`move_all`) until they add up to :data:`MOVE_WINDOW_S`: seconds, bytes
+    moved and the number of moves."""
+    took, moved, moves = 0.0, 0, 0
+    while took < MOVE_WINDOW_S:
+        t, b = move_all(port, topic, partitions)
+        took, moved, moves = took + t, moved + b, moves + 1
+    return took, moved, moves
 
 
 def move_all(port: int, topic: str, partitions: int) -> tuple[float, int]:
@@ -517,6 +577,9 @@ def report(
     out: dict[str, Any] = {
         "bench": "kafka_compare",
         "mb": args.mb,
+        "produce_window_s": PRODUCE_WINDOW_S,
+        "consume_window_s": CONSUME_WINDOW_S,
+        "move_window_s": MOVE_WINDOW_S,
         "partitions": args.partitions,
         "dirs": args.dirs,
         "message_bytes": MSG_SIZE,
