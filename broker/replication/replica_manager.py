@@ -111,7 +111,18 @@ class ReplicaManager:
         the high watermark is the log end (the checkpoint may lag after a crash); with other
         replicas the checkpointed high watermark stands (a follower truncates to it). Then each
         replica takes its role (:class:`~.roles.PartitionRoles`).
+
+        The idempotent producers' state is read from every log first, before anything waits:
+        the broker already serves requests, and while the directory report waits on etcd a
+        produce to a partition the loaded metadata says it leads takes the leader role itself
+        (:meth:`append`). On empty state a producer's retry of a batch the log holds was
+        accepted as new and written twice; Kafka loads producer state with the log.
         """
+        for tp, partition_log in self.logs.logs().items():
+            try:
+                self.load_producer_state(tp, partition_log)
+            except KafkaError as exc:
+                log.warning("cannot rebuild producer state of %s: %s", tp, exc)
         placed: dict[TopicPartition, str] = {}
         for topic in list(self.metadata.topics.values()):
             placed |= self._create_replicas(topic, is_new=False)
@@ -119,10 +130,6 @@ class ReplicaManager:
         for tp, partition_log in self.logs.logs().items():
             if self._sole_replica(tp):
                 partition_log.high_watermark = partition_log.log_end_offset
-            try:
-                self.load_producer_state(tp, partition_log)
-            except KafkaError as exc:
-                log.warning("cannot rebuild producer state of %s: %s", tp, exc)
         self.apply_dynamic_broker_configs()
         self.roles.apply(self._partitions())
 

@@ -311,3 +311,32 @@ async def test_a_role_the_metadata_no_longer_gives_is_dropped_by_the_next_report
         assert replicas.roles.out_of_step({}) == [TP]  # the fetch kept, the replica unassigned
     finally:
         await replicas.close()
+
+
+async def test_a_restarted_leader_answers_a_retry_sent_before_its_start_up_ends_as_a_duplicate(
+    logs: LogManager,
+) -> None:
+    """A broker restarted (SIGKILL) serves requests while its start-up still waits on etcd
+    (the report of its replicas' directories), and the metadata it loaded may still name it
+    leader. A producer retrying a batch this log holds is answered as a duplicate then too:
+    the producer state is read from the log before anything waits (Kafka loads it with the
+    log), not after -- a retry taken on empty state was written a second time."""
+    replica = logs.get_or_create_log(TP)
+    batch = _batch(0, b"first")
+    replica.append(batch, assign_offsets=False)  # replicated before the restart
+    md = _metadata(leader=ME, epoch=1)
+    assigner = SlowAssigner()
+    replicas = ReplicaManager(
+        node_id=ME, logs=logs, metadata=md, assigner=assigner, static_configs={}
+    )
+    start = asyncio.create_task(replicas.start())
+    try:
+        await asyncio.wait_for(assigner.called.wait(), 10)
+        with pytest.raises(DuplicateBatch) as dup:
+            replicas.append(TP, batch)  # the producer's retry, sent to the restarted leader
+        assert (dup.value.meta.base_offset, dup.value.meta.last_offset) == (0, 0)
+        assert replica.log_end_offset == 1
+    finally:
+        assigner.release.set()
+        await asyncio.wait_for(start, 10)
+        await replicas.close()
