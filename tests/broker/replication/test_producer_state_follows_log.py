@@ -340,3 +340,37 @@ async def test_a_restarted_leader_answers_a_retry_sent_before_its_start_up_ends_
         assigner.release.set()
         await asyncio.wait_for(start, 10)
         await replicas.close()
+
+
+async def test_a_leader_restarted_after_a_crash_answers_a_retry_of_a_replicated_batch_as_a_duplicate(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL: no flush, no checkpoints, no clean-shutdown marker. The log recovered at the
+    next start holds what the follower replicated, and so does the producer state read from
+    it: a retry sent to the broker once it leads is a duplicate, the next batch follows on."""
+    settings = StorageSettings.model_validate({"log.dirs": [str(tmp_path / "d0")]})
+    before = LogManager.open(settings, cluster_id="c", node_id=ME, background=False)
+    first, second = _batch(0, b"first"), _batch(1, b"second", offset=1)
+    replica = before.get_or_create_log(TP)
+    for batch in (first, second):
+        replica.append(batch, assign_offsets=False)
+    before._abort()  # the crash
+    before._closed = True
+    logs = LogManager.open(settings, cluster_id="c", node_id=ME, background=False)
+    replicas = ReplicaManager(
+        node_id=ME,
+        logs=logs,
+        metadata=_metadata(leader=ME, epoch=1),
+        assigner=Assigner(),
+        static_configs={},
+    )
+    try:
+        await replicas.start()
+        with pytest.raises(DuplicateBatch) as dup:
+            replicas.append(TP, _batch(1, b"second"))
+        assert dup.value.meta.base_offset == 1
+        base, _ = replicas.append(TP, _batch(2, b"third"))
+        assert base == 2
+    finally:
+        await replicas.close()
+        logs.close()
