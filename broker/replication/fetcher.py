@@ -325,7 +325,8 @@ class ReplicaFetcher:
         response = await connection.call(request, OffsetForLeaderEpochResponse, timeout_s=timeout_s)
         for tp, code, answer in epoch_answers(response):
             replica = self._logs.get_log(tp)
-            if tp not in asks or replica is None:
+            # Left while the question was out (led here now, say): the answer is not for it.
+            if tp not in asks or tp not in self.truncating or replica is None:
                 continue
             if code != ErrorCode.NONE:
                 log.info(

@@ -168,3 +168,24 @@ def test_a_follower_beyond_the_leaders_log_end_asks_where_the_logs_part(logs: Lo
     fetcher._apply(_out_of_range(0))
     assert replica.log_end_offset == 3
     assert fetcher.truncating == {TP}
+
+
+async def test_a_partition_no_longer_followed_when_the_leaders_epoch_answer_arrives_is_not_cut(
+    logs: LogManager,
+) -> None:
+    """The OffsetsForLeaderEpoch answer arrives after the partition left this fetcher (this
+    broker was elected its leader meanwhile): the answer is about a log this fetcher no
+    longer follows, and cutting it would drop records the new leader holds (and the batches
+    its producer state knows)."""
+    replica = _follower_log(logs, [0, 0, 1, 1])
+    fetcher = _fetcher(logs)
+    fetcher.set_partitions([TP], {TP: 2})
+
+    class Leader:
+        async def call(self, request: object, response_cls: object, *, timeout_s: float) -> object:
+            fetcher.set_partitions(())  # led here now: the fetcher stops following it
+            part = SimpleNamespace(partition=0, error_code=0, leader_epoch=1, end_offset=2)
+            return SimpleNamespace(topics=[SimpleNamespace(topic="t", partitions=[part])])
+
+    await fetcher._truncate(Leader(), timeout_s=1)  # type: ignore[arg-type]
+    assert replica.log_end_offset == 4
