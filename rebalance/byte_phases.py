@@ -303,8 +303,7 @@ class _Windows:
         of ``PlannerState._may_join_many``, which refuses only more."""
         pl = self.pl
         parts = pl.c.rep_part[reps]
-        on = (pl._mrack[parts] == rack).sum(axis=1)
-        on -= pl._rack_of_b[pl.cur_b[reps]] == rack
+        on = pl._prack[rack][parts] - (pl._rack_of_b[pl.cur_b[reps]] == rack)
         out: np.ndarray = on < pl.rack_limit[parts]
         return out
 

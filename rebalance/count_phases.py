@@ -490,7 +490,7 @@ def _give_scan(
     a_load = float(pl.a_load[b])
     attempts = 0
     i, end = pl._small_ptr[b], int(starts[b + 1])
-    width = 16
+    width = 128
     while i < end:
         win = cand_all[i : min(i + width, end)]
         i += len(win)

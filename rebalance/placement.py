@@ -227,7 +227,7 @@ class Placer(PlannerState):
         windows of ``seq`` as array operations: the same replicas tried in the same order,
         for a fraction of the interpreter time (a taker on another rack refuses most of a
         giver's replicas)."""
-        tries, pos, width = 0, 0, 32
+        tries, pos, width = 0, 0, 128
         # With ``reach``, skipped replicas cost no tries: the scan still stops after SCAN.
         end = len(seq) if reach is None else min(len(seq), SCAN)
         while pos < end and tries < TRIES:
@@ -319,9 +319,10 @@ class Placer(PlannerState):
         ok = open_b if takers is None else open_b & takers
         vals = np.where(ok, self.b_hi - self.b_load, -np.inf)[order]
         room = np.full(len(self.c.racks), -np.inf)
-        for rk, (lo, hi) in enumerate(zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True)):
-            if hi > lo:
-                room[rk] = vals[lo:hi].max()
+        # One reduction over the racks with brokers (each runs to the next one's start).
+        filled = cuts[:-1] < cuts[1:]
+        if filled.any():
+            room[filled] = np.maximum.reduceat(vals, cuts[:-1][filled])
         return room
 
     def may_reach(self, reps: np.ndarray, room: np.ndarray) -> np.ndarray:
@@ -334,13 +335,17 @@ class Placer(PlannerState):
         own = self._rack_of_b[self.cur_b[reps]]
         # Its own rack first: a move inside a rack keeps the partition's rack counts.
         ok: np.ndarray = np.asarray(size <= room[own])
-        rest = np.flatnonzero(~ok)
-        if not len(rest):
+        if ok.all():
             return ok
-        parts, size, own = self.c.rep_part[reps[rest]], size[rest], own[rest]
-        for rk in np.flatnonzero(room >= size.min()).tolist():
-            on_rack = (self._mrack[parts] == rk).sum(axis=1)
-            ok[rest] |= (own != rk) & (size <= room[rk]) & (on_rack < self.rack_limit[parts])
+        # Then any other rack with room whose limit the partition is under. Evaluated for
+        # every replica (those already ok stay ok): cheaper than picking out the rest.
+        smallest = float(size.min())
+        racks = [(rk, v) for rk, v in enumerate(room.tolist()) if v >= smallest]
+        if racks:
+            parts = self.c.rep_part[reps]
+            limit = self.rack_limit[parts]
+            for rk, room_rk in racks:
+                ok |= (own != rk) & (size <= room_rk) & (self._prack[rk][parts] < limit)
         return ok
 
     def _swap_off(self, d: int) -> int:

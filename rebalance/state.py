@@ -114,7 +114,6 @@ class PlannerState:
         self.n_racks = hosting_racks(cluster, self.s)
         self.rack_limit = rack_limits(np.diff(cluster.part_start), self.n_racks)
         self.dirs_of = [np.flatnonzero(self.dir_b == b) for b in range(n_b)]
-        self._bad_b = np.zeros(n_b, bool)
         self._closed_b = self.host_b & ~self.recv_broker()
         # Brokers of each partition's replicas, padded with -1: vectorised partition rules.
         rf = np.diff(cluster.part_start)
@@ -127,7 +126,13 @@ class PlannerState:
         # The racks of those brokers (-1: no replica), kept with them by ``apply``: the rack
         # rule's checks read them for many replicas at once.
         self._mrack = np.where(self._members >= 0, self._rack_of_b[self._members], -1)
-        self._bad_rack = np.zeros(len(cluster.racks), bool)
+        # Per rack and partition, how many of its replicas are there (``_mrack`` counted),
+        # kept by ``apply``: the rack rule's checks read one column instead of comparing
+        # and summing a row per replica (a million-replica plan asks this ~10^6 times).
+        self._prack = np.zeros((max(len(cluster.racks), 1), cluster.n_partitions), np.int32)
+        np.add.at(self._prack, (self._rack_of_b[self.cur_b], cluster.rep_part), 1)
+        #: Per rack: which directories are not on it.
+        self._off_rack = [self.dir_rack != rk for rk in range(len(cluster.racks))]
         # Per broker, a version bumped by every move that changes a partition with a replica
         # there, moves one of its replicas or lands one on it (``touched``); ``rack_open``
         # caches by it.
@@ -229,7 +234,11 @@ class PlannerState:
                 if m >= 0 and m != b0:
                     self._ver[m] += 1
         self._members[p, self._slot[r]] = b
-        self._mrack[p, self._slot[r]] = self._broker_rack[b]
+        rk0, rk = self._broker_rack[b0], self._broker_rack[b]
+        self._mrack[p, self._slot[r]] = rk
+        if rk != rk0:
+            self._prack[rk0, p] -= 1
+            self._prack[rk, p] += 1
         self.moved[r] = True
         self.n_moves += 1
         self.bytes_moved += int(self.size[r])
@@ -263,11 +272,11 @@ class PlannerState:
         lo, hi = self._part_start[p], self._part_start[p + 1]
         members = self.cur_b[lo:hi]
         held = self.c.rep_broker[lo:hi]
-        self._bad_b[members] = True
-        self._bad_b[held] = True
-        ok = self.recv & ~self._bad_b[self.dir_b]
-        self._bad_b[members] = False
-        self._bad_b[held] = False
+        # The few brokers' directories struck out one by one: cheaper than reading a
+        # per-broker flag for each of thousands of directories on every search.
+        ok = self.recv.copy()
+        for b in {*members.tolist(), *held.tolist()}:
+            ok[self.dirs_of[b]] = False
         if self.g.rack_aware and hi - lo > 1:
             # Plain Python over the few replicas of one partition beats numpy set operations.
             limit = self._rack_limit[p]
@@ -276,11 +285,9 @@ class PlannerState:
                 if lo + i != r:
                     rk = self._broker_rack[b]
                     seen[rk] = seen.get(rk, 0) + 1
-            full = [rk for rk, n in seen.items() if n >= limit]
-            if full:
-                self._bad_rack[full] = True
-                ok &= ~self._bad_rack[self.dir_rack]
-                self._bad_rack[full] = False
+            for rk, n in seen.items():
+                if n >= limit:
+                    ok &= self._off_rack[rk]
         if capacity:
             ok &= self.dir_load <= self.hard - self.size_f[r]
         return ok
@@ -329,7 +336,7 @@ class PlannerState:
         reps = order[cuts[b] : cuts[b + 1]]
         reps = reps[~self.moved[reps]]  # unmoved: still on b, where the snapshot put them
         parts = self.c.rep_part[reps]
-        on = (self._mrack[parts] == rack).sum(axis=1)
+        on = self._prack[rack][parts]
         if rack == self._broker_rack[b]:
             on -= 1  # the replica itself leaves b's rack
         out = bool((on < self.rack_limit[parts]).any())
@@ -407,8 +414,8 @@ class PlannerState:
             ok &= ~(self._members0[parts] == b).any(axis=1)
             return ok
         rk = self._broker_rack[b]
-        on_rack = (self._mrack[parts] == rk).sum(axis=1)
-        on_rack -= self._rack_of_b[self.cur_b[reps]] == rk
+        on_rack = self._prack[rk][parts]
+        on_rack = on_rack - (self._rack_of_b[self.cur_b[reps]] == rk)
         ok = on_rack < self.rack_limit[parts]
         rest = parts[ok]
         ok[ok] = ~(self._members[rest] == b).any(axis=1) & ~(self._members0[rest] == b).any(axis=1)
