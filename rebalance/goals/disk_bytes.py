@@ -27,10 +27,12 @@ class DiskBytes(SoftGoal):
     def in_scope(self, scope: Scope) -> bool:
         return scope.balance_disks
 
-    def top(self, st: PlannerState, d: np.ndarray, add: float) -> np.ndarray:
+    def top(self, st: PlannerState, d: np.ndarray, add: float, b: Any = None) -> np.ndarray:
         """The band's top of directories ``d`` (capped by the capacity threshold) if ``add``
-        bytes land on their broker's Active dirs."""
-        b = st.dir_b[d]
+        bytes land on their broker's Active dirs. ``b``: their brokers, when the caller
+        has them (one broker, or one per directory)."""
+        if b is None:
+            b = st.dir_b[d]
         u = (st.a_load[b] + add) / st._a_cap_safe[b]
         if st.s.balance_brokers:
             # A broker being filled ends at least at its lower band; judging its first
@@ -47,7 +49,7 @@ class DiskBytes(SoftGoal):
 
     def accepts(self, st: PlannerState, mv: Move) -> Any:
         """Each candidate directory stays under its band's top after the move."""
-        return mv.dir_after <= self.top(st, mv.cand, mv.s)
+        return mv.dir_after <= self.top(st, mv.cand, mv.s, mv.b)
 
     def _mean(self, placed: Placed) -> tuple[np.ndarray, np.ndarray]:
         """Active dirs, and each dir's broker's mean utilisation over its Active dirs."""
