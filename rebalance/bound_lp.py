@@ -87,6 +87,18 @@ class _Rows:
         self.lo.append(lo)
         self.hi.append(hi)
 
+    def add_to(self, h: highspy.Highs) -> None:
+        """Append these rows to solver ``h`` in one call."""
+        h.addRows(
+            len(self.lo),
+            np.asarray(self.lo, np.float64),
+            np.asarray(self.hi, np.float64),
+            len(self.idx),
+            np.asarray(self.starts, np.int32),
+            np.asarray(self.idx, np.int32),
+            np.asarray(self.val, np.float64),
+        )
+
 
 def _tangents(
     sizes: np.ndarray, counts: list[int], csum: np.ndarray | None = None
@@ -372,16 +384,7 @@ class _Program:
         h.addVars(n, lo, hi)
         n_h = len(self.dirs)
         h.changeColsCost(n_h, np.arange(n_h, dtype=np.int32), np.ones(n_h))
-        r = self.rows
-        h.addRows(
-            len(r.lo),
-            np.asarray(r.lo, np.float64),
-            np.asarray(r.hi, np.float64),
-            len(r.idx),
-            np.asarray(r.starts, np.int32),
-            np.asarray(r.idx, np.int32),
-            np.asarray(r.val, np.float64),
-        )
+        self.rows.add_to(h)
         h.run()
         if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             return None
@@ -440,15 +443,7 @@ class _Program:
         for k, (col, lo_s, hi_m) in enumerate(zip(cols, least, most, strict=True)):
             rows.add([col, first + k], [1.0, -lo_s], 0.0, inf)
             rows.add([col, first + k], [1.0, -hi_m], -inf, 0.0)
-        h.addRows(
-            len(rows.lo),
-            np.asarray(rows.lo, np.float64),
-            np.asarray(rows.hi, np.float64),
-            len(rows.idx),
-            np.asarray(rows.starts, np.int32),
-            np.asarray(rows.idx, np.int32),
-            np.asarray(rows.val, np.float64),
-        )
+        rows.add_to(h)
         ints = np.concatenate(
             (np.arange(self.o_kout, self.n_cols), np.arange(first, first + n_z))
         ).astype(np.int32)
