@@ -123,12 +123,9 @@ class PlannerState:
         # The same in the snapshot: a broker that held the partition takes none of its replicas.
         self._members0 = self._members.copy()
         self._rack_of_b = cluster.broker_rack.astype(np.int64)
-        # The racks of those brokers (-1: no replica), kept with them by ``apply``: the rack
-        # rule's checks read them for many replicas at once.
-        self._mrack = np.where(self._members >= 0, self._rack_of_b[self._members], -1)
-        # Per rack and partition, how many of its replicas are there (``_mrack`` counted),
-        # kept by ``apply``: the rack rule's checks read one column instead of comparing
-        # and summing a row per replica (a million-replica plan asks this ~10^6 times).
+        # Per rack and partition, how many of its replicas are there, kept by ``apply``: the
+        # rack rule's checks read one row for many replicas at once instead of comparing
+        # and summing each partition's racks (a million-replica plan asks this ~10^6 times).
         self._prack = np.zeros((max(len(cluster.racks), 1), cluster.n_partitions), np.int32)
         np.add.at(self._prack, (self._rack_of_b[self.cur_b], cluster.rep_part), 1)
         #: Per rack: which directories are not on it.
@@ -235,7 +232,6 @@ class PlannerState:
                     self._ver[m] += 1
         self._members[p, self._slot[r]] = b
         rk0, rk = self._broker_rack[b0], self._broker_rack[b]
-        self._mrack[p, self._slot[r]] = rk
         if rk != rk0:
             self._prack[rk0, p] -= 1
             self._prack[rk, p] += 1
