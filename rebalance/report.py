@@ -137,16 +137,44 @@ def figures(
     return out
 
 
-def _ternary_min(f: Any, lo: np.ndarray, hi: np.ndarray, steps: int = 80) -> np.ndarray:
-    """Minimum of convex functions f (vectorised over brokers) on [lo, hi]."""
+_INV_PHI = (5**0.5 - 1) / 2
+
+
+def _golden_min(f: Any, lo: np.ndarray, hi: np.ndarray, steps: int) -> np.ndarray:
+    """Minimum of convex functions f (vectorised over brokers) on [lo, hi], from above: a
+    golden-section search, one evaluation per step (a ternary search takes two per step and
+    cuts less: 103 evaluations where this takes 46 for the same ~2e-9 of the interval)."""
     a, b = lo.copy(), hi.copy()
+    c, d = b - _INV_PHI * (b - a), a + _INV_PHI * (b - a)
+    fc, fd = f(c), f(d)
     for _ in range(steps):
-        m1 = a + (b - a) / 3
-        m2 = b - (b - a) / 3
-        left = f(m1) <= f(m2)
-        b = np.where(left, m2, b)
-        a = np.where(left, a, m1)
-    return np.asarray(np.minimum(np.minimum(f(a), f(lo)), f(hi)), np.float64)
+        left = fc <= fd  # the minimum is in [a, d]: d becomes c; else in [c, b]: c becomes d
+        b, a = np.where(left, d, b), np.where(left, a, c)
+        x = np.where(left, b - _INV_PHI * (b - a), a + _INV_PHI * (b - a))
+        fx = f(x)
+        c, d = np.where(left, x, d), np.where(left, c, x)
+        fc, fd = np.where(left, fx, fd), np.where(left, fc, fx)
+    return np.asarray(np.minimum.reduce([fc, fd, f(lo), f(hi)]), np.float64)
+
+
+def _golden_max(f: Any, lo: float, hi: float, steps: int) -> float:
+    """The largest value f (concave, scalar) takes at the points a golden-section search
+    for its maximum on [lo, hi] evaluates."""
+    a, b = lo, hi
+    c, d = b - _INV_PHI * (b - a), a + _INV_PHI * (b - a)
+    fc, fd = f(c), f(d)
+    best = max(fc, fd)
+    for _ in range(steps):
+        if fc >= fd:
+            b, d, fd = d, c, fc
+            c = b - _INV_PHI * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + _INV_PHI * (b - a)
+            fd = f(d)
+        best = max(best, fc, fd)
+    return float(best)
 
 
 def lower_bounds(cluster: Cluster, scope: Scope, goals: Goals) -> dict[str, float]:
@@ -157,7 +185,7 @@ def lower_bounds(cluster: Cluster, scope: Scope, goals: Goals) -> dict[str, floa
     entering Y satisfy X >= excess_b(L') (what sits above the directories' upper bands),
     Y >= deficit_b(L') (what is missing below the lower bands) and Y - X = L' - L_b. Summing
     the per-broker minimum over L' of the implied bound on X (and, separately, on Y) bounds
-    the total; both functions are convex in L', so a ternary search finds the minimum. The
+    the total; both functions are convex in L', so a golden-section search finds the minimum. The
     directory bands use the broker mean of Active dirs, bounded from the safe side because
     Cordoned dirs can only lose bytes.
     """
@@ -266,18 +294,13 @@ def _balance_bounds(bd: _BoundFigures) -> dict[str, float]:
     floating = float(forced)
 
     def dual(bound: Any, lam: float) -> float:
-        inner = _ternary_min(lambda lp: bound(lp) + lam * (lp - b_load), lo, hi, steps=50)
+        inner = _golden_min(lambda lp: bound(lp) + lam * (lp - b_load), lo, hi, steps=42)
         return float(inner.sum()) - lam * floating
 
     def best(bound: Any) -> float:
-        a, b = -2.0, 2.0
-        for _ in range(40):
-            m1, m2 = a + (b - a) / 3, b - (b - a) / 3
-            if dual(bound, m1) < dual(bound, m2):
-                a = m1
-            else:
-                b = m2
-        return max(dual(bound, a), dual(bound, 0.0))
+        # Every multiplier's dual value bounds the bytes (weak duality), so the best one
+        # evaluated is used, and the one at 0 (each broker alone) beside it.
+        return max(_golden_max(lambda lam: dual(bound, lam), -2.0, 2.0, 34), dual(bound, 0.0))
 
     # The searches stop within ~1e-9 of a band's width of the minimum (from above); a
     # millionth of the placed bytes keeps the bound on the safe side of that.
