@@ -46,15 +46,13 @@ jointly out of reach), and the caller keeps the closed-form bound.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import highspy
 import numpy as np
 from spindle.rebalance.bands import band_floor
 from spindle.rebalance.goals import BROKER_BYTES, DISK_BYTES, REPLICAS, ReplicaCount
 from spindle.rebalance.goals.broker_bytes import StartLoads
 from spindle.rebalance.goals.rack import hosting_racks, rack_limits
-from spindle.rebalance.highs import quiet_highs
+from spindle.rebalance.highs import Rows, quiet_highs
 from spindle.rebalance.model import ACTIVE, Cluster, Goals
 from spindle.rebalance.scope import Scope
 
@@ -68,36 +66,6 @@ _STEPS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 _MIP_SECONDS = 5.0
 #: ... and it runs only when the LP moves fewer mean replicas than this.
 _WHOLE_UNITS = 64.0
-
-
-@dataclass
-class _Rows:
-    """Constraint rows in compressed form, added to HiGHS in one call."""
-
-    lo: list[float] = field(default_factory=list)
-    hi: list[float] = field(default_factory=list)
-    starts: list[int] = field(default_factory=list)
-    idx: list[int] = field(default_factory=list)
-    val: list[float] = field(default_factory=list)
-
-    def add(self, cols: list[int], vals: list[float], lo: float, hi: float) -> None:
-        self.starts.append(len(self.idx))
-        self.idx.extend(cols)
-        self.val.extend(vals)
-        self.lo.append(lo)
-        self.hi.append(hi)
-
-    def add_to(self, h: highspy.Highs) -> None:
-        """Append these rows to solver ``h`` in one call."""
-        h.addRows(
-            len(self.lo),
-            np.asarray(self.lo, np.float64),
-            np.asarray(self.hi, np.float64),
-            len(self.idx),
-            np.asarray(self.starts, np.int32),
-            np.asarray(self.idx, np.int32),
-            np.asarray(self.val, np.float64),
-        )
 
 
 def _tangents(
@@ -137,7 +105,7 @@ class _Program:
         self.n_b = n_b = cluster.n_brokers
         self.o_in, self.o_kout, self.o_kin = n_h, 2 * n_h, 2 * n_h + n_b
         self.n_cols = 2 * n_h + 2 * n_b
-        self.rows = _Rows()
+        self.rows = Rows()
         self.loose_b = np.zeros(n_b, bool)
         self.loose_b[list(impossible.get(BROKER_BYTES, {}))] = True
         self.loose_c = np.zeros(n_b, bool)
@@ -438,7 +406,7 @@ class _Program:
         n_z = len(cols)
         first = self.n_cols
         h.addVars(n_z, np.zeros(n_z), np.ones(n_z))
-        rows = _Rows()
+        rows = Rows()
         inf = highspy.kHighsInf
         for k, (col, lo_s, hi_m) in enumerate(zip(cols, least, most, strict=True)):
             rows.add([col, first + k], [1.0, -lo_s], 0.0, inf)

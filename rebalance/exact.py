@@ -47,7 +47,7 @@ from spindle.rebalance.goals import (
     SoftGoal,
 )
 from spindle.rebalance.goals.rack import hosting_racks, rack_limits, rack_share
-from spindle.rebalance.highs import quiet_highs
+from spindle.rebalance.highs import Rows, quiet_highs
 from spindle.rebalance.model import ACTIVE, Cluster, Goals
 from spindle.rebalance.scope import Scope
 
@@ -93,44 +93,6 @@ class Near:
     brokers: np.ndarray
 
 
-class _Rows:
-    """Constraint rows gathered as (lower, upper, columns, values), added in one call."""
-
-    def __init__(self) -> None:
-        self.lo: list[float] = []
-        self.hi: list[float] = []
-        self.starts: list[int] = []
-        self.idx: list[int] = []
-        self.val: list[float] = []
-
-    def add(self, cols: list[int], vals: list[float], lo: float, hi: float) -> None:
-        merged: dict[int, float] = {}
-        for c, v in zip(cols, vals, strict=True):
-            merged[c] = merged.get(c, 0.0) + v
-        items = [(c, v) for c, v in merged.items() if v != 0.0]
-        if not items:
-            return
-        self.starts.append(len(self.idx))
-        self.lo.append(lo)
-        self.hi.append(hi)
-        for c, v in items:
-            self.idx.append(c)
-            self.val.append(v)
-
-    def flush(self, h: highspy.Highs) -> None:
-        if not self.lo:
-            return
-        h.addRows(
-            len(self.lo),
-            np.asarray(self.lo, np.float64),
-            np.asarray(self.hi, np.float64),
-            len(self.idx),
-            np.asarray(self.starts, np.int32),
-            np.asarray(self.idx, np.int32),
-            np.asarray(self.val, np.float64),
-        )
-
-
 class Model:
     """The mixed-integer program of one solve, as it is built: the placement binaries
     ``x[r, d]`` (one per place replica r may end on), the auxiliary columns (each hosting
@@ -167,7 +129,7 @@ class Model:
         self.load0 = np.bincount(cluster.rep_dir, weights=self.size, minlength=n_d) + self.ext
         # A directory above the threshold that no mode rule fixes may not receive.
         self.recv = scope.receivable & (scope.balance_disks | (self.load0 <= self.hard))
-        self.rows = _Rows()
+        self.rows = Rows()
         self.aux_cost: list[float] = []
         self.aux_ub: list[float] = []
         self._place_columns(onto_holders)
@@ -271,11 +233,11 @@ class Model:
     def band(self, cols: list[int], vals: list[float], lo: float, hi: float, weight: float) -> None:
         """``lo <= sum(vals * cols) <= hi``; elastic: a slack per side priced ``weight``."""
         if not self.elastic:
-            self.rows.add(cols, vals, lo, hi)
+            self.rows.add_merged(cols, vals, lo, hi)
             return
         s_up, s_dn = self.column(weight), self.column(weight)
-        self.rows.add([*cols, s_up], [*vals, -1.0], -self.inf, hi)
-        self.rows.add([*cols, s_dn], [*vals, 1.0], lo, self.inf)
+        self.rows.add_merged([*cols, s_up], [*vals, -1.0], -self.inf, hi)
+        self.rows.add_merged([*cols, s_dn], [*vals, 1.0], lo, self.inf)
 
     def one_sided(self, cols: list[int], vals: list[float], bound: float, *, upper: bool) -> None:
         """``sum(vals * cols) <= bound`` (``upper``) or ``>= bound``; elastic: one slack
@@ -283,13 +245,13 @@ class Model:
         inf = self.inf
         if not self.elastic:
             lo, hi = (-inf, bound) if upper else (bound, inf)
-            self.rows.add(cols, vals, lo, hi)
+            self.rows.add_merged(cols, vals, lo, hi)
             return
         s = self.column(self.w_bytes)
         if upper:
-            self.rows.add([*cols, s], [*vals, -1.0], -inf, bound)
+            self.rows.add_merged([*cols, s], [*vals, -1.0], -inf, bound)
         else:
-            self.rows.add([*cols, s], [*vals, 1.0], bound, inf)
+            self.rows.add_merged([*cols, s], [*vals, 1.0], bound, inf)
 
     def dirs_of(self, b: int) -> list[int]:
         """Broker b's hosting directories."""
@@ -316,7 +278,7 @@ class Model:
         h.changeColsCost(n_x, np.arange(n_x, dtype=np.int32), cost_x)
         for js in self.by_r:
             if js:
-                self.rows.add(js, [1.0] * len(js), 1.0, 1.0)
+                self.rows.add_merged(js, [1.0] * len(js), 1.0, 1.0)
 
     def add_partition_rules(self, rack: Rack) -> None:
         """One replica per broker per partition, then the rack goal's rows, partition by
@@ -329,7 +291,7 @@ class Model:
             for b, js in per_b.items():
                 cap = 1 - fixed_b.count(b)
                 if len(js) > cap:
-                    self.rows.add(js, [1.0] * len(js), -self.inf, float(cap))
+                    self.rows.add_merged(js, [1.0] * len(js), -self.inf, float(cap))
             rack.exact_rows(self, p)
 
     def add_loads(self, capacity: Capacity) -> None:
@@ -340,7 +302,7 @@ class Model:
             c = self.column(0.0)
             self.load_col[d] = c
             js = self.by_d[d]
-            self.rows.add(
+            self.rows.add_merged(
                 [*js, c], [*(float(self.size[self.col_r[j]]) for j in js), -1.0], 0.0, 0.0
             )
             capacity.exact_rows(self, d)
@@ -361,7 +323,7 @@ class Model:
                 np.arange(self.n_x, self.n_cols, dtype=np.int32),
                 np.asarray(self.aux_cost, np.float64),
             )
-        self.rows.flush(h)
+        self.rows.add_to(h)
 
 
 def solve(

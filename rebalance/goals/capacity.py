@@ -51,6 +51,6 @@ class Capacity(Goal):
         its external bytes -- for every hosting dir in modes that balance disks, else only
         for dirs that may receive or start under it."""
         if model.scope.balance_disks or model.load0[d] <= model.hard[d] or model.recv[d]:
-            model.rows.add(
+            model.rows.add_merged(
                 [model.load_col[d]], [1.0], -model.inf, float(model.hard[d] - model.ext[d])
             )

@@ -159,7 +159,7 @@ class Rack(Goal):
         for rk, js in per_rack.items():
             cap = int(model.limits[p]) - fixed_racks.count(rk)
             if len(js) > cap:
-                model.rows.add(js, [1.0] * len(js), -model.inf, float(cap))
+                model.rows.add_merged(js, [1.0] * len(js), -model.inf, float(cap))
 
 
 def _crowded(key: np.ndarray, n_rk: int, limits: np.ndarray) -> np.ndarray:
