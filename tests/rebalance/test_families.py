@@ -217,7 +217,7 @@ def test_a_later_pass_putting_a_replica_where_its_partition_was_is_kept() -> Non
     # their partitions had left in the first pass. Sent back to where the first pass had
     # put them, one shared a rack with its partition's other replica, so the whole pass
     # was dropped and re-planning the result moved 30 % of the partitions. Now the two
-    # replicas of the partition trade places (``pipeline._hand_back``): the pass is kept,
+    # replicas of the partition trade places (``passes._hand_back``): the pass is kept,
     # every achievable goal is met in one plan, and a re-plan moves nothing.
     cluster = generate(family_shape("combined", 5, 2000))
     request = Request(mode="full")
