@@ -346,7 +346,7 @@ def solve(
     model = Model(cluster, scope, goals, elastic=elastic, onto_holders=onto_holders)
     if model.uncovered:
         return ExactResult(status="infeasible", seconds=time.perf_counter() - t0)
-    h = _highs(time_limit=time_limit, node_limit=node_limit, rel_gap=rel_gap)
+    h = mip_solver(time_limit=time_limit, node_limit=node_limit, rel_gap=rel_gap)
     model.add_placement(h)
     model.add_partition_rules(Rack(goals))
     model.add_loads(Capacity(goals))
@@ -354,10 +354,10 @@ def solve(
     model.add_bands((BrokerBytes(goals), ReplicaCount(goals), LeaderCount(goals), DiskBytes(goals)))
     model.flush(h)
     h.run()
-    return _result(h, model, time.perf_counter() - t0)
+    return read_result(h, model, time.perf_counter() - t0)
 
 
-def _highs(*, time_limit: float, node_limit: int, rel_gap: float) -> highspy.Highs:
+def mip_solver(*, time_limit: float, node_limit: int, rel_gap: float) -> highspy.Highs:
     """A quiet, deterministic solver: one thread, a fixed seed, a node limit."""
     return quiet_highs(
         {
@@ -370,7 +370,7 @@ def _highs(*, time_limit: float, node_limit: int, rel_gap: float) -> highspy.Hig
     )
 
 
-def _result(h: highspy.Highs, model: Model, seconds: float) -> ExactResult:
+def read_result(h: highspy.Highs, model: Model, seconds: float) -> ExactResult:
     """The solve's outcome as an ``ExactResult`` (see its statuses)."""
     status = h.getModelStatus()
     info = h.getInfo()

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from spindle.rebalance.achievable import unachievable
 from spindle.rebalance.count_phases import reorder_leaders
-from spindle.rebalance.exact import ExactResult, Model, Near, _highs, _result
+from spindle.rebalance.exact import ExactResult, Model, Near, mip_solver, read_result
 from spindle.rebalance.goals import (
     DISK_BYTES,
     BrokerBytes,
@@ -139,7 +139,7 @@ def solve_near(
     )
     if model.uncovered:
         return ExactResult(status="infeasible", seconds=time.perf_counter() - t0)
-    h = _highs(time_limit=TIME_LIMIT, node_limit=NODE_LIMIT, rel_gap=REL_GAP)
+    h = mip_solver(time_limit=TIME_LIMIT, node_limit=NODE_LIMIT, rel_gap=REL_GAP)
     model.add_placement(h)
     model.add_partition_rules(Rack(goals))
     model.add_loads(Capacity(goals))
@@ -153,7 +153,7 @@ def solve_near(
             goal.exact_rows(model, b)
     model.flush(h)
     h.run()
-    return _result(h, model, time.perf_counter() - t0)
+    return read_result(h, model, time.perf_counter() - t0)
 
 
 def reordered_leaders(
