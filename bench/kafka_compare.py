@@ -23,7 +23,9 @@ broker, with min, max and spread, and the ratio of the medians Spindle/Kafka (ta
 context only. Beside them: each broker's peak resident set during each phase (``VmHWM`` of the
 process, reset per phase; Kafka's JVM runs with -Xms1g), the resident set after every round
 (steady, or growing), each broker's CPU seconds per phase (little moved by the machine's load,
-unlike wall time), and the load average after every round (the machine may be shared).
+unlike wall time), where the rest of the machine's CPU went during each phase (the client's,
+the bystanders' -- the idle broker and etcd -- and how busy the whole machine was:
+``cpu_during_phase``), and the load average after every round (the machine may be shared).
 
 Every round and phase starts from the same state for both brokers, untimed: before each phase
 the page cache is synced and the bench waits until the kernel holds at most
@@ -45,6 +47,7 @@ Prints one line per round and broker and, last, one JSON line with every figure.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -68,6 +71,8 @@ from steady import (
     cpu_seconds,
     growth,
     load_average,
+    machine_cpu,
+    own_cpu,
     rss_mb,
     summary,
     wide,
@@ -296,10 +301,18 @@ def drop_topic(bootstrap: str, topic: str, log_dirs: list[Path]) -> None:
 
 
 def measure(
-    port: int, probe: PeakRss, *, topic: str, mb: int, partitions: int, log_dirs: list[Path]
+    port: int,
+    probe: PeakRss,
+    *,
+    topic: str,
+    mb: int,
+    partitions: int,
+    log_dirs: list[Path],
+    bystanders: dict[str, int],
 ) -> dict[str, float]:
-    """Produce, consume and move on one broker: MB/s for each (MB = 10^6 bytes) and the
-    broker's peak resident set (MiB) during each; then the topic is deleted."""
+    """Produce, consume and move on one broker: MB/s for each (MB = 10^6 bytes), the
+    broker's peak resident set (MiB) and where the machine's CPU went during each (see
+    :func:`cpu_ledger`); then the topic is deleted."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     bootstrap = f"127.0.0.1:{port}"
@@ -314,6 +327,7 @@ def measure(
         # never fsyncs, Spindle's mover does) is written back now, not inside this phase.
         out[f"{phase}_dirty_mb_at_start"] = round(settle(), 1)
         cpu = cpu_seconds(probe.pid)
+        before = cpu_ledger(bystanders)
         with probe.phase() as peak:
             if phase == "produce":
                 took, writes = produce_window(bootstrap, topic, count, partitions)
@@ -333,8 +347,35 @@ def measure(
                 out["moves"] = float(moves)
         out[f"{phase}_peak_rss_mb"] = peak[0]
         out[f"{phase}_cpu_s"] = round(cpu_seconds(probe.pid) - cpu, 2)
+        after = cpu_ledger(bystanders)
+        spent = {k: after[k] - before[k] for k in after}
+        out[f"{phase}_client_cpu_s"] = round(spent["client"], 2)
+        out[f"{phase}_bystanders_cpu_s"] = round(spent["bystanders"], 2)
+        out[f"{phase}_machine_busy"] = round(spent["busy"] / spent["total"], 3)
+        out[f"{phase}_steal_s"] = round(spent["steal"], 2)
     drop_topic(bootstrap, topic, log_dirs)
     return out
+
+
+def cpu_ledger(bystanders: dict[str, int]) -> dict[str, float]:
+    """CPU seconds so far of the client (this process: the Python loop and librdkafka's
+    threads), of the bystanders (the broker not being measured, and etcd) and of the whole
+    machine (busy, total, stolen). Differenced over a phase, they say where the machine's
+    CPU went: on two cores the client and the broker share them, so a phase whose machine is
+    ~100 % busy measured the pair, and a bystander's CPU (a JVM's compiler and collector
+    threads finishing after its own phase) is taken from the broker being measured."""
+    busy, total, steal = machine_cpu()
+    idle_brokers = 0.0
+    for pid in bystanders.values():
+        with contextlib.suppress(OSError):
+            idle_brokers += cpu_seconds(pid)
+    return {
+        "client": own_cpu(),
+        "bystanders": idle_brokers,
+        "busy": busy,
+        "total": total,
+        "steal": steal,
+    }
 
 
 PRODUCER = {
@@ -349,11 +390,16 @@ PRODUCER = {
 """The benchmark's producer settings (``acks`` is :func:`_produce`'s argument)."""
 
 
-PRODUCE_WINDOW_S = 3.0
+PRODUCE_WINDOW_S = 8.0
 """A round's produce phase writes ``--mb`` MiB, and again into the same topic, until its
-writes add up to at least this long (one write of 1 GiB takes ~2 s, and single writes spread
-Spindle's rounds by 0.17 of their median, Kafka's by 0.27, stop 30). The consume and move
-phases then read and move everything written (2 GiB a round, as a rule)."""
+writes add up to at least this long (one write of 1 GiB takes ~2 s); the consume and move
+phases then read and move everything written (4-5 GiB a round). Measured with nine rounds
+each in one session (stop 33), spread of Spindle's / Kafka's rounds: with 3 s windows
+(two writes), produce 0.32 / 0.50, consume 0.29 / 0.18, move 0.21 / 0.44; with 8 s, 0.19 /
+0.22, 0.19 / 0.22, 0.24 / 0.22. Single reads, not rounds, fall into two modes (~650 and
+~830 MB/s, both brokers): a round of one or two reads takes its mode, a longer one mixes
+them. Longer windows also give Kafka's JIT more of each round (its produce still rose from
+round to round at 3 s)."""
 
 
 def produce_window(bootstrap: str, topic: str, count: int, partitions: int) -> tuple[float, int]:
@@ -406,11 +452,12 @@ CONSUMER = {
 """The benchmark's consumer settings (see :func:`_consume` for what was measured)."""
 
 
-CONSUME_WINDOW_S = 3.0
+CONSUME_WINDOW_S = 8.0
 """A round's consume phase reads the topic from offset 0, again and again with a new consumer,
 until its reads add up to at least this long: one read of 1 GiB takes ~1 s, where a
 scheduler hiccup of the client's or the broker's threads on two cores moved a round by tens
-of percent (stop 30: Spindle 823-1049 MB/s, Kafka 762-1117 in five rounds)."""
+of percent (stop 30: Spindle 823-1049 MB/s, Kafka 762-1117 in five rounds); see
+:data:`PRODUCE_WINDOW_S` for 3 s against 8 s."""
 
 
 def consume_window(bootstrap: str, topic: str, want: int, partitions: int) -> tuple[float, int]:
@@ -453,13 +500,14 @@ def _consume(bootstrap: str, topic: str, want: int, partitions: int) -> float:
     return elapsed
 
 
-MOVE_WINDOW_S = 3.0
+MOVE_WINDOW_S = 8.0
 """A round's move phase moves every partition to the other directory, and back, until its
 moves add up to at least this long. One 1 GiB move takes ~0.5 s on Spindle and ~1.2 s on
 Kafka; timed alone -- completion seen by polling DescribeLogDirs every 50 ms, one write-back
 burst of the host's disk inside it -- Spindle's rounds spread by 0.89 of their median (stop
 29: 842-2394 MB/s). Back to back, no settling between moves: what one move left dirty (Kafka
-does not fsync a moved replica, Spindle's mover does) is written back during the next."""
+does not fsync a moved replica, Spindle's mover does) is written back during the next. 8 s
+rather than 3 s: see :data:`PRODUCE_WINDOW_S`."""
 
 
 def move_window(port: int, topic: str, partitions: int) -> tuple[float, int, int]:
@@ -525,7 +573,9 @@ def move_all(port: int, topic: str, partitions: int) -> tuple[float, int]:
 
 
 def run_rounds(
-    args: argparse.Namespace, brokers: dict[str, tuple[int, PeakRss, list[Path]]]
+    args: argparse.Namespace,
+    brokers: dict[str, tuple[int, PeakRss, list[Path]]],
+    etcd_pid: int,
 ) -> tuple[dict[str, list[dict[str, float]]], list[list[float]]]:
     """Warm-up rounds (printed, not kept), then ``--rounds`` alternating rounds, then more, up
     to ``--max-rounds``, while any metric of either broker spreads wider than SPREAD_LIMIT.
@@ -551,6 +601,10 @@ def run_rounds(
                 mb=args.mb,
                 partitions=args.partitions,
                 log_dirs=log_dirs,
+                bystanders={
+                    "etcd": etcd_pid,
+                    **{n: b[1].pid for n, b in brokers.items() if n != name},
+                },
             )
             got["rss_after_round_mb"] = round(rss_mb(probe.pid), 1)
             if counted >= 0:
@@ -617,6 +671,16 @@ def report(
         }
         for phase in PHASES
     }
+    out["cpu_during_phase"] = {
+        phase: {
+            name: {
+                part: summary([x[f"{phase}_{part}"] for x in rs], digits=2)
+                for part in ("client_cpu_s", "bystanders_cpu_s", "machine_busy", "steal_s")
+            }
+            for name, rs in rounds.items()
+        }
+        for phase in PHASES
+    }
     out["rss_across_rounds"] = {
         name: growth([x["rss_after_round_mb"] for x in rs]) for name, rs in rounds.items()
     }
@@ -666,7 +730,7 @@ def main() -> int:
                 [work / f"spindle-d{i}" for i in range(args.dirs)],
             ),
         }
-        rounds, loads = run_rounds(args, brokers)
+        rounds, loads = run_rounds(args, brokers, etcd.pid)
         etcd_rss = rss_mb(etcd.pid)
     finally:
         for p in reversed(procs):

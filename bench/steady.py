@@ -68,6 +68,26 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_cpu() -> tuple[float, float, float]:
+    """Seconds of CPU time the whole machine has spent busy, in total (busy + idle + iowait,
+    summed over its CPUs) and stolen by the hypervisor, from ``/proc/stat``: over a phase,
+    busy / total says whether the machine had any CPU left, i.e. whether the phase measured
+    the broker or the machine."""
+    with open("/proc/stat", encoding="ascii") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    user, nice, system, idle, iowait, irq, softirq, steal = fields[:8]
+    tick = os.sysconf("SC_CLK_TCK")
+    busy = user + nice + system + irq + softirq
+    return busy / tick, (busy + idle + iowait) / tick, steal / tick
+
+
+def own_cpu() -> float:
+    """User + system CPU seconds of this process (all its threads): a benchmark's client,
+    librdkafka's threads included."""
+    t = os.times()
+    return t.user + t.system
+
+
 def rss_mb(pid: int) -> float:
     """Resident set size of ``pid`` now, MiB."""
     return _status_kb(pid, "VmRSS") / 1024
