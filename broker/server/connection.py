@@ -35,7 +35,7 @@ from spindle.broker.protocol.framing import SIZE_PREFIX_BYTES, FrameError, parse
 
 from .apis import KafkaApis
 from .authorizer import RequestContext
-from .zerocopy import FileRegion, close_regions, send_region
+from .zerocopy import FileRegion, close_regions, send_parts
 
 log = logging.getLogger(__name__)
 
@@ -289,16 +289,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
 async def _send_response(
     transport: asyncio.Transport, size: int, parts: list[bytes | memoryview | SplicedBlob]
 ) -> None:
-    """Write the size prefix and ``parts`` in order: the bytes between two file regions go in
-    one write (one ``send`` on loopback also runs the receiver's TCP work, so a response of
-    prefix + body in two writes cost two), each file region by ``sendfile``."""
-    pending: list[bytes | memoryview] = [_SIZE.pack(size)]
-    for part in parts:
-        if isinstance(part, FileRegion):
-            transport.write(b"".join(pending))
-            pending = []
-            await send_region(transport, part)
-        else:
-            pending.append(cast(bytes | memoryview, part))
-    if pending:
-        transport.write(b"".join(pending))
+    """Write the size prefix and ``parts`` in order, in one write where all are bytes (one
+    ``send`` on loopback also runs the receiver's TCP work, so a response of prefix + body in
+    two writes cost two); with file regions among them, by :func:`send_parts`."""
+    if any(isinstance(part, FileRegion) for part in parts):
+        await send_parts(transport, [_SIZE.pack(size), *parts])
+    else:
+        transport.write(b"".join([_SIZE.pack(size), *cast(list[bytes | memoryview], parts)]))

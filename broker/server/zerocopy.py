@@ -18,8 +18,9 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from spindle.broker.storage import FileRange
 
@@ -59,6 +60,114 @@ async def send_region(transport: asyncio.WriteTransport, region: FileRegion) -> 
     if sent != rng.length:
         log.warning("segment shrank under a fetch: sent %d of %d bytes", sent, rng.length)
         raise ShortSend(f"sent {sent} of {rng.length} bytes of a record set")
+
+
+async def send_parts(transport: asyncio.WriteTransport, parts: Sequence[object]) -> None:
+    """Send ``parts`` -- bytes-like pieces and :class:`FileRegion` s -- in order, after
+    everything already written to ``transport``; the bytes between two regions go in one
+    ``send`` (on loopback a send also runs the receiver's TCP work). Closes nothing.
+
+    Why not ``loop.sendfile`` per region: it borrows the socket from the transport for each
+    region (pause and resume reading, wait for the buffer to empty, an ``fstat``, a future),
+    and after every partial ``sendfile`` -- one per send buffer, 100 KiB by Kafka's default
+    -- it removes and re-adds its write callback; profiled under consume, that Python was
+    ~0.6 ms of the event loop's time per 4 MB fetch answer (~40 cycles), as much CPU as the
+    kernel's copying. Here the socket is written directly, through a duplicate descriptor (the
+    transport's own may not be registered with the loop a second time), with one write
+    callback kept registered while the answer is sent; a transport that holds unsent bytes,
+    or is not a plain socket, goes the way of :func:`send_region`. Raises :class:`ShortSend`
+    if a file was cut short under its range (the answer's size is on the wire already), and
+    ``ConnectionError`` if the peer went away.
+    """
+    sock = transport.get_extra_info("socket")
+    if (
+        sock is None
+        or transport.get_extra_info("sslcontext") is not None
+        or transport.get_write_buffer_size()
+        or transport.is_closing()
+    ):
+        await _send_through(transport, parts)
+        return
+    fd = os.dup(sock.fileno())
+    try:
+        await _RawSender(asyncio.get_running_loop(), fd).send(parts)
+    finally:
+        os.close(fd)
+
+
+async def _send_through(transport: asyncio.WriteTransport, parts: Sequence[object]) -> None:
+    """:func:`send_parts` through the transport: bytes by ``write``, regions by
+    :func:`send_region`."""
+    pending: list[bytes | bytearray | memoryview] = []
+    for part in parts:
+        if isinstance(part, FileRegion):
+            transport.write(b"".join(pending))
+            pending = []
+            await send_region(transport, part)
+        else:
+            pending.append(cast(bytes | bytearray | memoryview, part))
+    if pending:
+        transport.write(b"".join(pending))
+
+
+class _RawSender:
+    """Writes to a non-blocking socket descriptor, waiting for room on the event loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
+        self._loop = loop
+        self._fd = fd
+        self._waiter: asyncio.Future[None] | None = None
+        self._registered = False
+
+    async def send(self, parts: Sequence[object]) -> None:
+        pending: list[bytes | bytearray | memoryview] = []
+        try:
+            for part in parts:
+                if isinstance(part, FileRegion):
+                    await self._write(b"".join(pending))
+                    pending = []
+                    await self._sendfile(part.range)
+                else:
+                    pending.append(cast(bytes | bytearray | memoryview, part))
+            await self._write(b"".join(pending))
+        finally:
+            if self._registered:
+                self._loop.remove_writer(self._fd)
+
+    async def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self._fd, view) :]
+            except BlockingIOError:
+                await self._writable()
+
+    async def _sendfile(self, rng: FileRange) -> None:
+        position, left = rng.position, rng.length
+        while left:
+            try:
+                sent = os.sendfile(self._fd, rng.fd, position, left)
+            except BlockingIOError:
+                await self._writable()
+                continue
+            if sent == 0:
+                log.warning("segment shrank under a fetch: %d bytes of a range unsent", left)
+                raise ShortSend(f"{left} of {rng.length} bytes of a record set missing")
+            position += sent
+            left -= sent
+
+    def _ready(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def _writable(self) -> None:
+        """Until the socket has room. The callback stays registered between waits: between
+        two waits this task runs without yielding, so it fires only when awaited."""
+        self._waiter = self._loop.create_future()
+        if not self._registered:
+            self._loop.add_writer(self._fd, self._ready)
+            self._registered = True
+        await self._waiter
 
 
 def close_regions(parts: Iterable[object]) -> None:
