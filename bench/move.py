@@ -33,6 +33,17 @@
    machine: too short a window to weigh a rate, where one scheduler hiccup or the move's fixed
    costs moved a round by percents).
 
+   The anchor, in the same round (which goes first alternates): the same appends while plain
+   copies of the same segment files run (``copy_file_range`` + fsync, no Spindle code at
+   all); ``appends_during_plain_copy_ratio`` is its rate over the rate without, and
+   ``appends_move_vs_plain_copy_ratio`` the median of the rounds' move / plain-copy ratios
+   (>= 1.0: a move costs appends no more than copying the same bytes does). Why: on this
+   machine kind (2 cores, one ext4 disk, kernel 6.18) a plain copy alone slowed the appends
+   to 0.79-0.92 of their rate (stop 34); perf on the appending thread showed its writes
+   zeroing new blocks (``ext4_block_write_begin`` -> ``memset``) 11-15 % of its time while
+   another thread streams a copy through the page cache, against 0.5 % without, whether the
+   copy read the appended log or an unrelated file.
+
 Memory: the peak resident set of this process (storage engine included) during each phase
 (``peak_rss_mb``); the load average at start and end (the machine may be shared).
 
@@ -61,7 +72,7 @@ from spindle.broker.storage.mover import MoveJob
 
 # bench/steady.py, found also under ``python -P`` (which does not put bench/ on the path).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from steady import PeakRss, load_average, summary
+from steady import PeakRss, ThreadClock, load_average, summary
 
 MB = 1_000_000
 BATCH_BYTES = 1 << 20
@@ -101,10 +112,13 @@ def _copy_file_range(src: str, dst: str) -> None:
             remaining -= n
 
 
-def plain_copy(src_dir: str, dst_dir: str, method: str) -> float:
+def plain_copy(
+    src_dir: str, dst_dir: str, method: str, done: threading.Event | None = None
+) -> float:
     """Seconds to copy every segment file of ``src_dir`` into ``dst_dir`` and fsync them,
     with ``copy_file_range`` (the physical limit: no per-chunk work at all) or
-    ``shutil.copyfile`` (what most tools do; sendfile on Linux)."""
+    ``shutil.copyfile`` (what most tools do; sendfile on Linux). ``done`` is set once the
+    copy is on disk, before the copy is deleted again."""
     os.makedirs(dst_dir)
     start = time.perf_counter()
     for name in sorted(os.listdir(src_dir)):
@@ -124,6 +138,8 @@ def plain_copy(src_dir: str, dst_dir: str, method: str) -> float:
     os.fsync(dfd)
     os.close(dfd)
     elapsed = time.perf_counter() - start
+    if done is not None:
+        done.set()
     shutil.rmtree(dst_dir)
     return elapsed
 
@@ -146,15 +162,6 @@ class SwapClock:
             self.swapped.set()
 
 
-def thread_times(tid: int) -> tuple[float, float]:
-    """(seconds on a CPU, seconds waiting for one in the run queue) of thread ``tid`` of this
-    process so far (``/proc/self/task/<tid>/schedstat``). Wall time minus both is time the
-    thread slept: on a lock, the GIL, or I/O."""
-    with open(f"/proc/self/task/{tid}/schedstat", encoding="ascii") as f:
-        run_ns, wait_ns, _ = f.read().split()
-    return int(run_ns) / 1e9, int(wait_ns) / 1e9
-
-
 def mover_tids() -> list[int]:
     """The storage engine's mover threads (copy threads and the swap thread)."""
     return [
@@ -162,42 +169,6 @@ def mover_tids() -> list[int]:
         for t in threading.enumerate()
         if t.name.startswith("replica-alter-log-dirs") and t.native_id is not None
     ]
-
-
-class ThreadClock:
-    """Where some threads' wall time went over one or more stretches: on a CPU, waiting for
-    one, asleep (:meth:`pause` ends a stretch, :meth:`resume` starts the next)."""
-
-    def __init__(self, tids: list[int]) -> None:
-        self.tids = tids
-        self.wall = self.run = self.wait = 0.0
-        self.resume()
-
-    def resume(self) -> None:
-        self._running = True
-        self._start = time.perf_counter()
-        self._times = [thread_times(t) for t in self.tids]
-
-    def pause(self) -> None:
-        if not self._running:
-            return
-        self._running = False
-        self.wall += time.perf_counter() - self._start
-        now = [thread_times(t) for t in self.tids]
-        self.run += sum(b[0] - a[0] for a, b in zip(self._times, now, strict=True))
-        self.wait += sum(b[1] - a[1] for a, b in zip(self._times, now, strict=True))
-
-    def shares(self) -> dict[str, float]:
-        """Each as a fraction of the stretches' wall time (summed over the threads); ends the
-        running stretch, if any."""
-        self.pause()
-        wall, run, wait = self.wall, self.run, self.wait
-        return {
-            "cpu_s": round(run, 3),
-            "on_cpu": round(run / wall, 3),
-            "runqueue_wait": round(wait / wall, 3),
-            "asleep": round(max(0.0, len(self.tids) - (run + wait) / wall), 3),
-        }
 
 
 def timed_move(lm: LogManager, hook: SwapClock, dest: str) -> float:
@@ -254,21 +225,28 @@ def latency(took: array[float]) -> dict[str, float]:
     }
 
 
-def appends_during_move(
-    lm: LogManager, hook: SwapClock, dirs: tuple[str, str], idle_s: float, during_s: float
+def appends_during(
+    lm: LogManager,
+    hook: SwapClock,
+    dirs: tuple[str, str],
+    idle_s: float,
+    during_s: float,
+    *,
+    plain: bool = False,
 ) -> dict[str, Any]:
-    """One round: the append rate to the moving partition while unthrottled moves run, over
-    the mean rate without a move just before and just after (the machine's load drifts).
+    """One round: the append rate to the partition while unthrottled moves of it run (or,
+    with ``plain``, while plain copies of its segment files run: the anchor), over the mean
+    rate without either just before and just after (the machine's load drifts).
 
     One move of the partition may take a fraction of a second on an idle machine, too short a
     window to weigh a rate (a scheduler hiccup, the swap's lock, the move's fixed costs would
     each move it by percents): the round moves the partition back and forth until the moves
     add up to ``during_s`` seconds, appending while each runs (not while the old replica is
-    deleted between them). Also: the longest single append (s) without and with a move and
-    the distribution of single appends; the moves' seconds under these appends; how long the
-    swaps held the partition lock (the longest); and where the appending thread's and the
-    movers' time went (on a CPU, waiting for one, asleep), the figures the machine's load moves
-    less than the rates."""
+    deleted between them; nor while a plain copy is deleted). Also: the longest single append
+    (s) without and with a move and the distribution of single appends; the moves' seconds
+    under these appends; how long the swaps held the partition lock (the longest); and where
+    the appending thread's and the movers' time went (on a CPU, waiting for one, asleep), the
+    figures the machine's load moves less than the rates."""
     log = lm.get_log(TP)
     assert log is not None
     me = threading.get_native_id()
@@ -292,6 +270,21 @@ def appends_during_move(
         appender_clock.resume()
         movers_clock.resume()
         start = time.perf_counter()
+        if plain:
+            copied = threading.Event()
+            copier = threading.Thread(
+                target=plain_copy,
+                args=(current.dir_path, os.path.join(dest, "plain-copy"), "copy_file_range"),
+                kwargs={"done": copied},
+            )
+            copier.start()
+            _, _, took = append_rate(log, copied, 60.0)
+            appender_clock.pause()
+            movers_clock.pause()
+            moves.append(time.perf_counter() - start)
+            copier.join()  # and the copy's delete, not counted
+            during_took.extend(took)
+            continue
         if lm.change_replica_dir(TP, dest).name != "NONE":
             raise RuntimeError("could not start the move")
         _, _, took = append_rate(log, hook.swapped, 60.0)
@@ -318,7 +311,7 @@ def appends_during_move(
     appender_during["cpu_us_per_append"] = round(
         appender_during["cpu_s"] / max(1, len(during_took)) * 1e6, 2
     )
-    longest_swap = max(swaps)
+    longest_swap = max(swaps, default=(float("nan"), float("nan")))
     return {
         "latency_idle": latency(before_took + after_took),
         "latency_during": latency(during_took),
@@ -413,16 +406,27 @@ def appends_phase(
     assert first is not None
     start_offset = first.log_end_offset
     for i in range(-1, args.append_rounds):
-        current = lm.get_log(TP)
-        assert current is not None
-        # Every round starts from the same log: what the previous rounds appended is cut off,
-        # so later rounds do not move (and warm, and sync) more bytes than earlier ones.
-        current.truncate_to(start_offset)
-        size = current.size
-        one = appends_during_move(lm, hook, (dir_a, dir_b), args.idle, args.during)
+        # The anchor, in the same round: appends while plain copies of the same segment files
+        # run (copy_file_range + fsync, no Spindle code at all); which goes first alternates.
+        # Each starts from the same log: what was appended before is cut off, so later runs
+        # do not move (and warm, and sync) more bytes than earlier ones.
+        runs: dict[bool, dict[str, Any]] = {}
+        for plain in (True, False) if i % 2 == 0 else (False, True):
+            current = lm.get_log(TP)
+            assert current is not None
+            current.truncate_to(start_offset)
+            size = current.size
+            runs[plain] = appends_during(
+                lm, hook, (dir_a, dir_b), args.idle, args.during, plain=plain
+            )
+        one, anchor = runs[False], runs[True]
+        one["plain_ratio"] = anchor["ratio"]
+        one["vs_plain"] = one["ratio"] / anchor["ratio"]
         label = "warm-up (not counted)" if i < 0 else f"round {i}"
         say(
-            f"appends {label}: during a move / without = {one['ratio']:.3f}; longest append "
+            f"appends {label}: during a move / without = {one['ratio']:.3f}, during a plain "
+            f"copy / without = {anchor['ratio']:.3f} (appender during the copies "
+            f"{anchor['appender_during']}); longest append "
             f"{one['idle_longest_s'] * 1000:.1f} ms without, "
             f"latency without {one['latency_idle']}, during {one['latency_during']}; "
             f"{one['during_longest_s'] * 1000:.1f} ms during; move of {size / 1e9:.2f} GB "
@@ -435,8 +439,16 @@ def appends_phase(
         if i >= 0:
             got.append(one)
     results["appends_during_move_ratio"] = round(statistics.median(g["ratio"] for g in got), 3)
+    results["appends_during_plain_copy_ratio"] = round(
+        statistics.median(g["plain_ratio"] for g in got), 3
+    )
+    results["appends_move_vs_plain_copy_ratio"] = round(
+        statistics.median(g["vs_plain"] for g in got), 3
+    )
     results["appends_during_move"] = {
         "ratio": summary([g["ratio"] for g in got], digits=3),
+        "plain_copy_ratio": summary([g["plain_ratio"] for g in got], digits=3),
+        "move_vs_plain_copy": summary([g["vs_plain"] for g in got], digits=3),
         "appends_per_s_during": summary([g["appends_per_s"] for g in got], digits=0),
         "move_MBps_under_appends": summary([g["move_MBps"] for g in got]),
         "plain_copy_MBps": round(results["copy_MBps"], 1),
@@ -559,6 +571,7 @@ def main() -> int:
         results["targets"] = {
             "move_vs_copy_ratio": ">= 0.95",
             "appends_during_move_ratio": ">= 0.9",
+            "appends_move_vs_plain_copy_ratio": ">= 1.0",
             "throttle_*_ratio": "1 +- 0.05",
         }
         results["load_average_at_end"] = load_average()

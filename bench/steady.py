@@ -19,6 +19,7 @@ import itertools
 import os
 import statistics
 import threading
+import time
 from collections.abc import Iterator, Sequence
 
 SPREAD_LIMIT = 0.15
@@ -148,3 +149,48 @@ def growth(after_rounds: Sequence[float]) -> dict[str, float | bool | list[float
         "growth_mb": round(last - first, 1),
         "grows": grows,
     }
+
+
+def thread_times(tid: int) -> tuple[float, float]:
+    """(seconds on a CPU, seconds waiting for one in the run queue) of thread ``tid`` of this
+    process so far (``/proc/self/task/<tid>/schedstat``). Wall time minus both is time the
+    thread slept: on a lock, the GIL, or I/O."""
+    with open(f"/proc/self/task/{tid}/schedstat", encoding="ascii") as f:
+        run_ns, wait_ns, _ = f.read().split()
+    return int(run_ns) / 1e9, int(wait_ns) / 1e9
+
+
+class ThreadClock:
+    """Where some threads' wall time went over one or more stretches: on a CPU, waiting for
+    one, asleep (:meth:`pause` ends a stretch, :meth:`resume` starts the next)."""
+
+    def __init__(self, tids: list[int]) -> None:
+        self.tids = tids
+        self.wall = self.run = self.wait = 0.0
+        self.resume()
+
+    def resume(self) -> None:
+        self._running = True
+        self._start = time.perf_counter()
+        self._times = [thread_times(t) for t in self.tids]
+
+    def pause(self) -> None:
+        if not self._running:
+            return
+        self._running = False
+        self.wall += time.perf_counter() - self._start
+        now = [thread_times(t) for t in self.tids]
+        self.run += sum(b[0] - a[0] for a, b in zip(self._times, now, strict=True))
+        self.wait += sum(b[1] - a[1] for a, b in zip(self._times, now, strict=True))
+
+    def shares(self) -> dict[str, float]:
+        """Each as a fraction of the stretches' wall time (summed over the threads); ends the
+        running stretch, if any."""
+        self.pause()
+        wall, run, wait = self.wall, self.run, self.wait
+        return {
+            "cpu_s": round(run, 3),
+            "on_cpu": round(run / wall, 3),
+            "runqueue_wait": round(wait / wall, 3),
+            "asleep": round(max(0.0, len(self.tids) - (run + wait) / wall), 3),
+        }
