@@ -3,8 +3,9 @@
 A fetch answer carries whole batches as stored. For a large enough record set the storage
 engine does not read the bytes at all: it hands over a :class:`~spindle.broker.storage.FileRange`
 (a duplicated descriptor, position and length). The connection sends that range with
-``loop.sendfile`` (``os.sendfile`` on plain TCP: disk cache → socket, no user-space copy;
-asyncio falls back to read-and-send where the transport cannot, e.g. TLS) and then closes it.
+``os.sendfile`` (:func:`send_parts`: disk cache → socket, no user-space copy; through
+``loop.sendfile``, which falls back to read-and-send, where the transport is not a plain
+socket, e.g. TLS) and then closes it.
 
 The descriptor names the file, not its path, so a replica move's swap, retention or a roll
 between the read and the send change nothing. A file cut short under the range (truncation
@@ -18,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -98,16 +99,26 @@ async def send_parts(transport: asyncio.WriteTransport, parts: Sequence[object])
 async def _send_through(transport: asyncio.WriteTransport, parts: Sequence[object]) -> None:
     """:func:`send_parts` through the transport: bytes by ``write``, regions by
     :func:`send_region`."""
+    for run in _runs(parts):
+        if isinstance(run, FileRegion):
+            await send_region(transport, run)
+        else:
+            transport.write(run)
+
+
+def _runs(parts: Sequence[object]) -> Iterator[bytes | FileRegion]:
+    """``parts`` in order, the bytes between two regions joined into one run (one send)."""
     pending: list[bytes | bytearray | memoryview] = []
     for part in parts:
         if isinstance(part, FileRegion):
-            transport.write(b"".join(pending))
-            pending = []
-            await send_region(transport, part)
+            if pending:
+                yield b"".join(pending)
+                pending = []
+            yield part
         else:
             pending.append(cast(bytes | bytearray | memoryview, part))
     if pending:
-        transport.write(b"".join(pending))
+        yield b"".join(pending)
 
 
 class _RawSender:
@@ -120,16 +131,12 @@ class _RawSender:
         self._registered = False
 
     async def send(self, parts: Sequence[object]) -> None:
-        pending: list[bytes | bytearray | memoryview] = []
         try:
-            for part in parts:
-                if isinstance(part, FileRegion):
-                    await self._write(b"".join(pending))
-                    pending = []
-                    await self._sendfile(part.range)
+            for run in _runs(parts):
+                if isinstance(run, FileRegion):
+                    await self._sendfile(run.range)
                 else:
-                    pending.append(cast(bytes | bytearray | memoryview, part))
-            await self._write(b"".join(pending))
+                    await self._write(run)
         finally:
             if self._registered:
                 self._loop.remove_writer(self._fd)
