@@ -6,7 +6,7 @@ import struct
 
 import pytest
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataRequest, MetadataResponse
-from kafka.protocol.producer import ProduceRequest
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from spindle.broker.common.errors import ErrorCode
 from spindle.broker.protocol.apis import (
     SUPPORTED_APIS,
@@ -169,3 +169,23 @@ def test_spliced_fetch_response_equals_the_codec_output(version: int) -> None:
     joined = b"".join(bytes(p) for p in parts)
     assert len(joined) == size
     assert joined == encode_response(req, body)
+
+
+def test_only_fetch_answers_are_searched_for_record_sets_to_splice() -> None:
+    assert {s.key for s in SUPPORTED_APIS.values() if s.response_has_records} == {ApiKey.FETCH}
+
+
+@pytest.mark.parametrize("version", [3, 9, 11])
+def test_a_produce_answer_is_one_piece_equal_to_the_codec_output(version: int) -> None:
+    from spindle.broker.protocol.apis import encode_response_parts
+
+    req = decode_request(_client_request(ProduceRequest, version, corr=7))
+    body = {
+        "responses": [{"name": "t", "partition_responses": [{"index": 0, "base_offset": 42}]}],
+        "throttle_time_ms": 0,
+    }
+    size, parts = encode_response_parts(req, body)
+    assert parts == [encode_response(req, body)]
+    assert size == len(parts[0])
+    back = ProduceResponse.decode(parts[0], version=version, header=True)
+    assert back.responses[0].partition_responses[0].base_offset == 42
