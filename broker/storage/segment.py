@@ -37,6 +37,7 @@ from spindle.broker.records.batch import (
     read_prefix,
     valid_prefix,
 )
+from spindle.broker.storage.file_io import copy_fallback, write_all, write_file, writev_all
 from spindle.broker.storage.packed_index import PackedIndex, adopt_entries
 from spindle.broker.storage.writeback import start_writeback
 
@@ -94,37 +95,6 @@ class SegmentState:
     time_index_len: int
     max_timestamp: int | None = None
     max_timestamp_offset: int = -1
-
-
-def _write_file(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        _write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-_IOV_MAX = 512
-"""Pieces per ``writev`` call (the kernel accepts up to IOV_MAX, 1024 on Linux)."""
-
-
-def _writev_all(fd: int, parts: Sequence[bytes | bytearray | memoryview]) -> None:
-    """Write ``parts`` in order with vectored writes, resuming after a short write."""
-    pending = [memoryview(p) for p in parts if len(p)]
-    while pending:
-        written = os.writev(fd, pending[:_IOV_MAX])
-        while pending and written >= len(pending[0]):
-            written -= len(pending.pop(0))
-        if written:
-            pending[0] = pending[0][written:]
 
 
 class Segment:
@@ -365,10 +335,10 @@ class Segment:
         fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND)
         try:
             if isinstance(data, bytes | bytearray):
-                _write_all(fd, data)
+                write_all(fd, data)
                 length = len(data)
             else:
-                _writev_all(fd, data)
+                writev_all(fd, data)
                 length = sum(len(p) for p in data)
         finally:
             os.close(fd)
@@ -395,7 +365,7 @@ class Segment:
                 except OSError as exc:
                     if exc.errno not in (18, 38, 95, 22):  # EXDEV, ENOSYS, EOPNOTSUPP, EINVAL
                         raise
-                    n = _copy_fallback(src_fd, fd, src_pos, dst_pos, remaining)
+                    n = copy_fallback(src_fd, fd, src_pos, dst_pos, remaining)
                 if n == 0:
                     raise SourceShrunk(
                         f"source ended {remaining} bytes early copying into {self.log_path}"
@@ -454,9 +424,9 @@ class Segment:
         if self._max_timestamp is not None:
             self._maybe_time_entry()
         if self._index_dirty:
-            _write_file(self.index_path, self._packed_index.raw(self._index))
+            write_file(self.index_path, self._packed_index.raw(self._index))
             if self._max_timestamp is not None:
-                _write_file(self.time_index_path, self._packed_times.raw(self._time_index))
+                write_file(self.time_index_path, self._packed_times.raw(self._time_index))
             self._index_dirty = False
         os.fsync(self._fd())
 
@@ -628,13 +598,3 @@ class Segment:
             self._max_timestamp,
             self._max_timestamp_offset,
         )
-
-
-def _copy_fallback(src_fd: int, dst_fd: int, src_pos: int, dst_pos: int, length: int) -> int:
-    """Copy when ``copy_file_range`` is unsupported: ``sendfile`` (dst at its end), else read/write."""
-    os.lseek(dst_fd, dst_pos, os.SEEK_SET)
-    try:
-        return os.sendfile(dst_fd, src_fd, src_pos, length)
-    except OSError:
-        data = os.pread(src_fd, min(length, 1 << 20), src_pos)
-        return os.pwrite(dst_fd, data, dst_pos)
