@@ -225,6 +225,19 @@ def latency(took: array[float]) -> dict[str, float]:
     }
 
 
+def _copy_in_background(
+    src_dir: str, dest: str, done: threading.Event, failed: list[BaseException]
+) -> None:
+    """:func:`plain_copy` into ``dest``, for a thread: ``done`` is set when the copy is on disk
+    or has failed (then with the error in ``failed``)."""
+    try:
+        plain_copy(src_dir, os.path.join(dest, "plain-copy"), "copy_file_range", done)
+    except BaseException as exc:
+        failed.append(exc)
+    finally:
+        done.set()
+
+
 def appends_during(
     lm: LogManager,
     hook: SwapClock,
@@ -271,11 +284,9 @@ def appends_during(
         movers_clock.resume()
         start = time.perf_counter()
         if plain:
-            copied = threading.Event()
+            copied, failed = threading.Event(), list[BaseException]()
             copier = threading.Thread(
-                target=plain_copy,
-                args=(current.dir_path, os.path.join(dest, "plain-copy"), "copy_file_range"),
-                kwargs={"done": copied},
+                target=_copy_in_background, args=(current.dir_path, dest, copied, failed)
             )
             copier.start()
             _, _, took = append_rate(log, copied, 60.0)
@@ -283,6 +294,8 @@ def appends_during(
             movers_clock.pause()
             moves.append(time.perf_counter() - start)
             copier.join()  # and the copy's delete, not counted
+            if failed:
+                raise RuntimeError("the plain copy failed") from failed[0]
             during_took.extend(took)
             continue
         if lm.change_replica_dir(TP, dest).name != "NONE":
