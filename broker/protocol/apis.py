@@ -408,7 +408,7 @@ def encode_response_parts(
     ``int32 16`` + marker (non-flexible BYTES) or ``uvarint 17`` + marker (COMPACT_BYTES).
     """
     if not request.spec.response_has_records:
-        # Produce answers ~1,000 requests per GiB written: no walk of the body, no marker.
+        # No record sets to splice (Produce: ~1,100 answers per GiB written): no walk, no tag.
         encoded = encode_response(request, body)
         return len(encoded), [encoded]
     swapped: dict[bytes, Any] = {}
