@@ -43,6 +43,7 @@ from .authorizer import AllowAll, Authorizer
 from .compaction import CompactionScheduler
 from .config import BrokerSettings
 from .connection import KafkaConnection
+from .frame_pool import FramePool
 from .metrics import MetricsServer
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,7 @@ class BrokerServer:
         self.replicas: ReplicaManager | None = None
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._frame_pool = FramePool()  # large request frames' buffers, for all connections
         self._reporter: asyncio.Task[None] | None = None
         self._background: list[asyncio.Task[None]] = []
         self.groups: GroupCoordinator | None = None
@@ -388,6 +390,7 @@ class BrokerServer:
             listener=self.settings.listener_list[0].name,
             send_buffer_bytes=self.settings.socket_send_buffer_bytes,
             on_task=self._track_connection,
+            frame_pool=self._frame_pool,
         )
 
     def _track_connection(self, task: asyncio.Task[None]) -> None:

@@ -35,6 +35,7 @@ from spindle.broker.protocol.framing import SIZE_PREFIX_BYTES, FrameError, parse
 
 from .apis import KafkaApis
 from .authorizer import RequestContext
+from .frame_pool import FramePool
 from .zerocopy import FileRegion, close_regions, send_parts
 
 log = logging.getLogger(__name__)
@@ -87,8 +88,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         listener: str,
         send_buffer_bytes: int = -1,
         on_task: Callable[[asyncio.Task[None]], None] | None = None,
+        frame_pool: FramePool | None = None,
     ) -> None:
         self._apis = apis
+        self._pool = frame_pool if frame_pool is not None else FramePool()
         self._max_request_bytes = max_request_bytes
         self._listener = listener
         self._send_buffer_bytes = send_buffer_bytes
@@ -182,7 +185,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._push(bytes(buf[start : start + size]), size)
                 continue
             if SIZE_PREFIX_BYTES + size > len(buf):
-                frame = bytearray(size)
+                frame = self._pool.take(size)
                 frame[:have] = buf[start : self._hi]
                 self._frame, self._filled = frame, have
                 self._lo = self._hi = 0
@@ -257,21 +260,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         try:
             while True:
                 payload = await self._next_item()
-                request = decode_request(payload)
+                await self._answer(transport, ctx_base, payload)
+                if isinstance(payload, bytearray):
+                    self._pool.give(payload)  # taken only if nothing kept a view of it
                 del payload
-                ctx = RequestContext(
-                    ctx_base.principal, request.header.client_id, self._address, self._listener
-                )
-                body = await self._apis.handle(ctx, request)
-                if body is None:
-                    continue
-                size, parts = encode_response_parts(request, body)
-                try:
-                    await _send_response(transport, size, parts)
-                finally:
-                    close_regions(parts)
-                if transport.get_write_buffer_size() > DRAIN_ABOVE_BYTES:
-                    await self._drain()
         except (FrameError, RequestRejected) as exc:
             log.warning("closing connection from %s: %s", self._address, exc)
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -284,6 +276,26 @@ class KafkaConnection(asyncio.BufferedProtocol):
             transport.close()
             if self._closed is not None:
                 await asyncio.shield(self._closed)
+
+    async def _answer(
+        self, transport: asyncio.Transport, ctx_base: RequestContext, payload: bytes | bytearray
+    ) -> None:
+        """Decode, handle and answer one request. Its own coroutine so that, once it returns,
+        nothing of the request (views of the frame included) is left alive but ``payload``."""
+        request = decode_request(payload)
+        ctx = RequestContext(
+            ctx_base.principal, request.header.client_id, self._address, self._listener
+        )
+        body = await self._apis.handle(ctx, request)
+        if body is None:
+            return
+        size, parts = encode_response_parts(request, body)
+        try:
+            await _send_response(transport, size, parts)
+        finally:
+            close_regions(parts)
+        if transport.get_write_buffer_size() > DRAIN_ABOVE_BYTES:
+            await self._drain()
 
 
 async def _send_response(

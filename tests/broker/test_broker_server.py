@@ -166,6 +166,34 @@ def test_frames_split_anywhere_and_around_the_small_buffer_arrive_whole(
         assert _values(parts[0].records) == values
 
 
+def test_large_frames_of_changing_sizes_on_reused_buffers_arrive_intact(
+    module_broker: Broker,
+) -> None:
+    # Large frames get pooled buffers, resized to each frame (server/frame_pool.py): one at a
+    # time (each buffer is back in the pool before the next frame) and pipelined, growing and
+    # shrinking, every record must read back exactly as sent -- no byte of an earlier frame.
+    rng = random.Random(29)
+    sizes = [900_000, 150_000, 1_000_000, 70_000, 700_000, 400_000, 1_040_000, 80_000]
+    with Wire(module_broker.port) as wire:
+        create_topic(wire, "pooled")
+        values = [rng.randbytes(n) for n in sizes]
+        for i, value in enumerate(values):
+            resp = wire.call(produce_request("pooled", 0, [value]), ProduceResponse, corr=i)
+            assert resp.responses[0].partition_responses[0].base_offset == i
+        piped = [rng.randbytes(n) for n in reversed(sizes)]
+        wire.send_raw(
+            b"".join(
+                Wire.encode(produce_request("pooled", 0, [v]), corr=100 + i)
+                for i, v in enumerate(piped)
+            )
+        )
+        for i in range(len(piped)):
+            resp = wire.recv(ProduceResponse, 9)
+            assert resp.header.correlation_id == 100 + i
+            assert resp.responses[0].partition_responses[0].error_code == 0
+        assert fetch_all_values(wire, "pooled") == values + piped
+
+
 def test_requests_before_a_bad_frame_are_answered_before_it_closes(module_broker: Broker) -> None:
     with Wire(module_broker.port) as wire:
         wire.send_raw(
