@@ -12,7 +12,8 @@ space (into its buffer, then out of it for ``readexactly``) and read at most 256
 call; profiled under a produce load of ~1 MB requests those copies, the reads and the
 allocations behind them were about a fifth of the broker's CPU. Small frames are gathered in
 one reusable 64 KiB buffer (several per read); a frame that does not fit there gets a buffer
-of its own size, which the socket then fills directly.
+of its own size (from the broker's :class:`~.frame_pool.FramePool`), which the socket then
+fills directly.
 """
 
 from __future__ import annotations
