@@ -15,6 +15,8 @@ where the kernel refuses the reset, a sampler thread reads ``VmRSS`` every 20 ms
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import itertools
 import os
 import statistics
@@ -46,6 +48,42 @@ def wide(values: Sequence[float]) -> bool:
         return False
     med = statistics.median(values)
     return med > 0 and (max(values) - min(values)) / med > SPREAD_LIMIT
+
+
+M_TRIM_THRESHOLD = -1
+M_MMAP_THRESHOLD = -3
+CLIENT_MMAP_THRESHOLD = 32 << 20
+"""glibc's largest mmap threshold on 64-bit (``DEFAULT_MMAP_THRESHOLD_MAX``)."""
+CLIENT_TRIM_THRESHOLD = 256 << 20
+
+
+def steady_client_allocator() -> bool:
+    """Fix glibc's malloc thresholds in this process (the benchmark's client) so that its
+    heap is not given back to the kernel and faulted in again between batches.
+
+    Why: a consumer reading through confluent-kafka makes a ``bytes`` object of every
+    message (10,000 of 1 KiB a ``consume()`` call, freed with the list), and librdkafka
+    allocates a ~4 MB buffer for every fetch answer. With glibc's *dynamic* thresholds the
+    top of the heap was trimmed and faulted back in again and again from a process's second
+    consumer on: measured, one broker at a time, 5 GiB read four times, minor faults 72 K on
+    the first read and 630-690 K on each later one (``perf -e page-faults``: 86 % in
+    ``_int_malloc`` on the Python thread), the client's CPU 5.7 -> 7.4 s a read and the
+    read 1365 -> ~1000 MB/s -- alike for Spindle and Kafka, so the client, not the broker,
+    set the pace. With both thresholds fixed (which also turns off glibc's adjusting of
+    them): 25-60 K faults, ~5.6 CPU-s, every read as fast as the first (Spindle 1307-1374,
+    Kafka 1202-1364 MB/s). The client keeps at most the largest heap it needed.
+    Returns whether libc accepted both settings (False off glibc)."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    try:
+        mallopt = ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    return bool(mallopt(M_MMAP_THRESHOLD, CLIENT_MMAP_THRESHOLD)) and bool(
+        mallopt(M_TRIM_THRESHOLD, CLIENT_TRIM_THRESHOLD)
+    )
 
 
 def load_average() -> list[float]:
