@@ -15,13 +15,11 @@ version, or a body that does not parse, closes the connection.
 from __future__ import annotations
 
 import functools
-import os
-import struct
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, Protocol
+from typing import Any
 
 # kafka-python 3.0 loads its JSON schemas with importlib.resources.read_text, deprecated since
 # Python 3.11; the warning fires once per class at import and says nothing about Spindle.
@@ -104,13 +102,13 @@ with warnings.catch_warnings():
 
 from spindle.broker.common.errors import ErrorCode
 
+from .fetch_response import Piece, encode_fetch_response
 from .header import (
     HeaderError,
     RequestHeader,
     encode_response_header,
     parse_request_header,
     peek_key_version_correlation,
-    write_uvarint,
 )
 from .produce_request import decode_produce_request
 
@@ -160,12 +158,13 @@ class ApiSpec:
     max_version: int
     request_class: Any
     response_class: Any
-    response_has_records: bool = False
-    """Whether the response schema has a ``records`` field anywhere (Fetch): only then can
-    :func:`encode_response_parts` have record sets to splice."""
     decode_body: Callable[[memoryview, int], Any] | None = None
     """A reader of request bodies to use instead of the schema class's (Produce: see
     :mod:`.produce_request`); it raises ValueError on a body it cannot read."""
+    encode_body: Callable[[Mapping[str, Any], int], tuple[int, list[Piece]]] | None = None
+    """A writer of response bodies to use instead of the schema class's, as pieces of a
+    vectored write and their size (Fetch: see :mod:`.fetch_response`). Required where the
+    response carries record sets, which the schema's encoder would copy."""
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -189,11 +188,14 @@ def _spec(
     req: Any,
     resp: Any,
     decode_body: Callable[[memoryview, int], Any] | None = None,
+    encode_body: Callable[[Mapping[str, Any], int], tuple[int, list[Piece]]] | None = None,
 ) -> ApiSpec:
     # The schemas must know every version we advertise; fail at import, not on the wire.
     if hi > req.max_version or hi > resp.max_version:
         raise AssertionError(f"kafka-python's schemas do not reach {key.name} v{hi}")
-    return ApiSpec(key, lo, hi, req, resp, _has_records(resp), decode_body)
+    if _has_records(resp) and encode_body is None:
+        raise AssertionError(f"{key.name} answers carry record sets: give it an encode_body")
+    return ApiSpec(key, lo, hi, req, resp, decode_body, encode_body)
 
 
 def _has_records(cls: Any) -> bool:
@@ -211,7 +213,8 @@ SUPPORTED_APIS: Mapping[int, ApiSpec] = {
     for s in (
         # Read by hand: the schema's decoder would copy every record set (produce_request).
         _spec(ApiKey.PRODUCE, 3, 11, ProduceRequest, ProduceResponse, decode_produce_request),
-        _spec(ApiKey.FETCH, 4, 12, FetchRequest, FetchResponse),
+        # Written by hand: record sets go out as pieces of their own (fetch_response).
+        _spec(ApiKey.FETCH, 4, 12, FetchRequest, FetchResponse, encode_body=encode_fetch_response),
         _spec(ApiKey.LIST_OFFSETS, 1, 7, ListOffsetsRequest, ListOffsetsResponse),
         _spec(ApiKey.METADATA, 0, 12, MetadataRequest, MetadataResponse),
         _spec(ApiKey.API_VERSIONS, 0, 3, ApiVersionsRequest, ApiVersionsResponse),
@@ -399,85 +402,21 @@ def encode_response(request: Request, body: Mapping[str, Any]) -> bytes:
     return header + bytes(payload)
 
 
-ZERO_COPY_MIN_BYTES = 4096
-"""``records`` values at least this large are spliced into the output instead of copied."""
-
-
-class SplicedBlob(Protocol):
-    """A record set the caller sends itself (e.g. a file region sent with sendfile): the codec
-    only needs its length. Marked by a true ``is_spliced_blob`` attribute."""
-
-    is_spliced_blob: bool
-
-    def __len__(self) -> int: ...
-
-
-def _is_blob(v: Any) -> bool:
-    return isinstance(v, bytes | memoryview) or bool(getattr(v, "is_spliced_blob", False))
-
-
-def _swap_records(value: Any, swapped: dict[bytes, Any], tag: bytes) -> Any:
-    """Copy of ``value`` with large ``records`` blobs replaced by unique 16-byte markers."""
-    if isinstance(value, Mapping):
-        out = {}
-        for k, v in value.items():
-            if k == "records" and _is_blob(v) and len(v) >= ZERO_COPY_MIN_BYTES:
-                marker = tag + len(swapped).to_bytes(4, "big")
-                swapped[marker] = v
-                out[k] = marker
-            else:
-                out[k] = _swap_records(v, swapped, tag)
-        return out
-    if isinstance(value, list):
-        return [_swap_records(v, swapped, tag) for v in value]
-    return value
-
-
-def encode_response_parts(
-    request: Request, body: Mapping[str, Any]
-) -> tuple[int, list[bytes | memoryview | SplicedBlob]]:
-    """Like :func:`encode_response`, but record bytes are not copied into the output.
-
-    Record sets (Fetch's ``records``) can be megabytes; the schema codec would copy each one
-    into its output buffer and that buffer again into the frame. Instead each large blob is
-    replaced by a unique 16-byte marker, the (small) rest is encoded by the codec, and the
-    output is split at the markers with the real length prefix and the original blob spliced
-    in: a list of parts for a vectored write, and their total size. A blob may also be a
-    :class:`SplicedBlob` that the caller writes itself. A marker's encoding is
-    ``int32 16`` + marker (non-flexible BYTES) or ``uvarint 17`` + marker (COMPACT_BYTES).
-    """
-    if not request.spec.response_has_records:
-        # No record sets to splice (Produce: ~1,100 answers per GiB written): no walk, no tag.
+def encode_response_parts(request: Request, body: Mapping[str, Any]) -> tuple[int, list[Piece]]:
+    """Like :func:`encode_response`, as pieces of a vectored write and their total size:
+    one piece, or -- for an API with its own body writer (Fetch) -- the header and the body's
+    pieces, record sets among them as they are (never copied; a :class:`.fetch_response.SplicedBlob` is
+    sent by the caller)."""
+    spec = request.spec
+    if spec.encode_body is None or request.unsupported_version:
         encoded = encode_response(request, body)
         return len(encoded), [encoded]
-    swapped: dict[bytes, Any] = {}
-    tag = os.urandom(12)
-    encoded = encode_response(request, _swap_records(body, swapped, tag))
-    if not swapped:
-        return len(encoded), [encoded]
-    flexible = request.spec.is_flexible(request.version)
-    parts: list[bytes | memoryview | SplicedBlob] = []
-    view = memoryview(encoded)
-    cursor = 0
-    total = 0
-    for marker, blob in swapped.items():
-        at = encoded.find(marker, cursor)
-        if at < 0:
-            raise AssertionError("records marker missing from the encoded response")
-        if flexible:
-            if encoded[at - 1] != 17:
-                raise AssertionError("unexpected compact length before a records marker")
-            head, prefix = view[cursor : at - 1], write_uvarint(len(blob) + 1)
-        else:
-            if encoded[at - 4 : at] != b"\x00\x00\x00\x10":
-                raise AssertionError("unexpected length before a records marker")
-            head, prefix = view[cursor : at - 4], struct.pack(">i", len(blob))
-        parts += [head, prefix, blob]
-        total += len(head) + len(prefix) + len(blob)
-        cursor = at + len(marker)
-    parts.append(view[cursor:])
-    total += len(encoded) - cursor
-    return total, parts
+    header = encode_response_header(
+        request.header.correlation_id,
+        header_version=spec.response_header_version(request.version),
+    )
+    size, pieces = spec.encode_body(body, request.version)
+    return len(header) + size, [header, *pieces]
 
 
 def api_versions_body(request: Request) -> dict[str, Any]:

@@ -65,8 +65,13 @@ def read_uvarint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
     raise HeaderError("unsigned varint longer than 5 bytes")
 
 
+_ONE_BYTE_UVARINTS = tuple(bytes([v]) for v in range(0x80))
+
+
 def write_uvarint(value: int) -> bytes:
     """Encode an unsigned varint."""
+    if 0 <= value < 0x80:
+        return _ONE_BYTE_UVARINTS[value]
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)

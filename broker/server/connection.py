@@ -26,12 +26,8 @@ import struct
 from collections.abc import Callable
 from typing import cast
 
-from spindle.broker.protocol.apis import (
-    RequestRejected,
-    SplicedBlob,
-    decode_request,
-    encode_response_parts,
-)
+from spindle.broker.protocol.apis import RequestRejected, decode_request, encode_response_parts
+from spindle.broker.protocol.fetch_response import Piece
 from spindle.broker.protocol.framing import SIZE_PREFIX_BYTES, FrameError, parse_frame_size
 
 from .apis import KafkaApis
@@ -299,9 +295,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             await self._drain()
 
 
-async def _send_response(
-    transport: asyncio.Transport, size: int, parts: list[bytes | memoryview | SplicedBlob]
-) -> None:
+async def _send_response(transport: asyncio.Transport, size: int, parts: list[Piece]) -> None:
     """Write the size prefix and ``parts`` in order, in one write where all are bytes (one
     ``send`` on loopback also runs the receiver's TCP work, so a response of prefix + body in
     two writes cost two); with file regions among them, by :func:`send_parts`."""

@@ -171,8 +171,9 @@ def test_spliced_fetch_response_equals_the_codec_output(version: int) -> None:
     assert joined == encode_response(req, body)
 
 
-def test_only_fetch_answers_are_searched_for_record_sets_to_splice() -> None:
-    assert {s.key for s in SUPPORTED_APIS.values() if s.response_has_records} == {ApiKey.FETCH}
+def test_fetch_answers_which_carry_record_sets_are_written_by_hand() -> None:
+    # _spec refuses an API whose response has records but no encode_body (import fails).
+    assert {s.key for s in SUPPORTED_APIS.values() if s.encode_body is not None} == {ApiKey.FETCH}
 
 
 @pytest.mark.parametrize("version", [3, 9, 11])
