@@ -254,6 +254,12 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 METRICS = ("produce_mb_s", "consume_mb_s", "move_mb_s")
+WARMUP_ROUNDS = 2
+"""Rounds of both brokers run first and not counted. Two, not one: with one, Spindle's first
+counted round was its slowest produce round in four of six runs (stops 34-36: 496, 651, 775,
+716 MB/s against medians of 644, 700, 834, 825), with ~20 % more broker CPU per GiB than its
+later rounds; Kafka's JIT was also still warming in it (601 against a median of 649)."""
+
 PHASES = ("produce", "consume", "move")
 TARGETS = {"produce_mb_s": 1.2, "consume_mb_s": 1.0, "move_mb_s": 1.0}
 """Spindle/Kafka at the median (issue 17); Spindle's own spread must stay within 15%."""
@@ -713,7 +719,9 @@ def main() -> int:
     parser.add_argument("--mb", type=int, default=1024, help="MiB produced per broker and round")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--dirs", type=int, default=2, help="log directories per broker")
-    parser.add_argument("--warmup", type=int, default=1, help="rounds run first, not counted")
+    parser.add_argument(
+        "--warmup", type=int, default=WARMUP_ROUNDS, help="rounds run first, not counted"
+    )
     parser.add_argument("--rounds", type=int, default=5, help="counted rounds (median kept)")
     parser.add_argument(
         "--max-rounds",
