@@ -257,7 +257,7 @@ METRICS = ("produce_mb_s", "consume_mb_s", "move_mb_s")
 WARMUP_ROUNDS = 2
 """Rounds of both brokers run first and not counted. Two, not one: with one, Spindle's first
 counted round was its slowest produce round in four of six runs (stops 34-36: 496, 651, 775,
-716 MB/s against medians of 644, 700, 834, 825), with ~20 % more broker CPU per GiB than its
+716 MB/s against medians of 644, 700, 834, 825), with 14-30 % more broker CPU per GiB than its
 later rounds; Kafka's JIT was also still warming in it (601 against a median of 649)."""
 
 PHASES = ("produce", "consume", "move")
