@@ -76,9 +76,9 @@ async def send_parts(transport: asyncio.WriteTransport, parts: Sequence[object])
     kernel's copying. Here the socket is written directly, through a duplicate descriptor (the
     transport's own may not be registered with the loop a second time), by one write callback
     kept registered while the answer is sent (:class:`_RawSender`); a transport that holds
-    unsent bytes, or is not a plain socket, goes the way of :func:`send_region`. Raises :class:`ShortSend`
-    if a file was cut short under its range (the answer's size is on the wire already), and
-    ``ConnectionError`` if the peer went away.
+    unsent bytes, or is not a plain socket, goes the way of :func:`send_region`. Raises
+    :class:`ShortSend` if a file was cut short under its range (the answer's size is on the
+    wire already), and ``ConnectionError`` if the peer went away.
     """
     sock = transport.get_extra_info("socket")
     if (
