@@ -147,3 +147,37 @@ async def test_a_file_cut_short_under_an_answers_region_fails_its_send(tmp_path:
     with pytest.raises(ShortSend):
         await _serve_once(lambda w: send_parts(w.transport, [b"x", region, b"y"]))
     region.close()
+
+
+async def test_a_client_gone_in_the_middle_of_an_answer_fails_its_send_instead_of_hanging(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(os.urandom(8_000_000))
+    region = FileRegion(FileRange(os.open(path, os.O_RDONLY), 0, 8_000_000))
+    outcome: list[BaseException | None] = []
+    finished = asyncio.Event()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)
+        try:
+            await asyncio.wait_for(send_parts(writer.transport, [b"head", region]), 10)
+            outcome.append(None)
+        except Exception as exc:
+            outcome.append(exc)
+        finally:
+            writer.close()
+            finished.set()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        await reader.readexactly(100_000)  # the answer is under way, the socket full again
+        writer.transport.abort()  # unread bytes: the kernel answers the next segment with RST
+        await asyncio.wait_for(finished.wait(), 10)
+    finally:
+        region.close()
+        server.close()
+        await server.wait_closed()
+    assert isinstance(outcome[0], ConnectionError), outcome
