@@ -762,6 +762,13 @@ def main() -> int:
         }
         rounds, loads = run_rounds(args, brokers, etcd.pid)
         etcd_rss = rss_mb(etcd.pid)
+    except BaseException:
+        # The data goes (gigabytes a round); the processes' logs stay for the post-mortem.
+        kept = Path(tempfile.mkdtemp(prefix="spindle-bench-logs-"))
+        for log in work.glob("*.log"):
+            shutil.copy(log, kept / log.name)
+        print(f"benchmark failed; the brokers' and etcd's logs are in {kept}", file=sys.stderr)
+        raise
     finally:
         for p in reversed(procs):
             stop(p)
