@@ -405,8 +405,8 @@ def encode_response(request: Request, body: Mapping[str, Any]) -> bytes:
 def encode_response_parts(request: Request, body: Mapping[str, Any]) -> tuple[int, list[Piece]]:
     """Like :func:`encode_response`, as pieces of a vectored write and their total size:
     one piece, or -- for an API with its own body writer (Fetch) -- the header and the body's
-    pieces, record sets among them as they are (never copied; a :class:`.fetch_response.SplicedBlob` is
-    sent by the caller)."""
+    pieces, record sets among them as they are (never copied; a
+    :class:`.fetch_response.SplicedBlob` is sent by the caller)."""
     spec = request.spec
     if spec.encode_body is None or request.unsupported_version:
         encoded = encode_response(request, body)
