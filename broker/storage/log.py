@@ -557,7 +557,11 @@ class Log(MoverSupport):
             seg.rename_dir(new_dir)
 
     def close(self) -> None:
+        """Close the segments' files; once only (a future adopted by its live log shares its
+        segments with it, see ``adopt``)."""
         with self.lock:
+            if self.closed:
+                return
             for seg in self._segments:
                 seg.close()
             self.closed = True

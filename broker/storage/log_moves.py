@@ -127,8 +127,11 @@ class MoverSupport:
         """
         for seg in self._segments:
             seg.close()
+        # The future keeps its list: DescribeLogDirs takes the replicas under the manager's
+        # lock and reads them after it, and the future stays listed until the swap ends, so a
+        # reader may still hold it; like every log it must never show an empty segment list.
+        # Closed, it touches the segments no more (``close`` of a closed log does nothing).
         self._segments = future._segments
-        future._segments = []
         future.closed = True
         self.dir_path = future.dir_path
         self.logdir_path = future.logdir_path

@@ -15,6 +15,7 @@ from spindle.broker.common.errors import ErrorCode, KafkaStorageError
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.records.batch import build_batch, validate
 from spindle.broker.storage import Log, LogManager
+from spindle.broker.storage.descriptions import describe_replicas
 from spindle.broker.storage.mover import MOVER_NICE
 from spindle.broker.storage.segment import SegmentState
 from spindle.broker.storage.throttle import STEP_MIN, STEP_SECONDS
@@ -730,3 +731,33 @@ def test_unthrottled_copy_steps_grow_to_64_mib_where_they_are_quick_and_stay_at_
     assert moved.logdir_path == dirs[1]
     assert seen["n"] == (3 if per_call < STEP_SECONDS else -(-moved.size // STEP_MIN))
     assert _values(moved) == [f"{i:016d}".encode() for i in range(10_000)]
+
+
+def test_a_future_replica_taken_just_before_its_swap_still_describes_itself_after_it(
+    open_manager: Opener, dirs: list[str]
+) -> None:
+    """DescribeLogDirs takes the replicas under the manager's lock and reads them after it; a
+    swap in between (the future is listed until the swap ends) must not leave the future with
+    no segments -- its log end offset was ``_segments[-1]``, an IndexError that closed the
+    asking client's connection in the middle of a benchmark."""
+    taken: list[Log] = []
+
+    def hook(step: str, moving: TopicPartition) -> None:
+        if step == "after_future_renamed":
+            fut = lm.get_future_log(moving)
+            assert fut is not None
+            taken.append(fut)
+
+    lm = open_manager(dirs, hook=hook, **{"log.segment.bytes": 4096})
+    tp = TopicPartition("race", 0)
+    lm.change_replica_dir(tp, dirs[0])
+    live = lm.get_or_create_log(tp)
+    _fill(live, 100)
+    assert lm.change_replica_dir(tp, dirs[1]) is ErrorCode.NONE
+    assert lm.await_idle(30)
+    assert live.logdir_path == dirs[1]
+    (fut,) = taken
+    assert (fut.log_end_offset, fut.size) == (100, live.size)
+    (described,) = describe_replicas([(fut, True)], {tp: live}, None)
+    assert (described.tp, described.size, described.offset_lag) == (tp, live.size, 0)
+    assert _values(live) == [f"{i:016d}".encode() for i in range(100)]
