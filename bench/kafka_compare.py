@@ -14,7 +14,7 @@ from the broker being measured):
   with a new consumer until the reads add up to :data:`CONSUME_WINDOW_S`;
 - move MB/s: AlterReplicaLogDirs moves every partition to another directory (unthrottled);
   DescribeLogDirs is polled until no future replica is left and all sit in their new dirs;
-  moved back and forth until the moves add up to :data:`MOVE_WINDOW_S`.
+  moved there and back (:data:`MOVES_PER_ROUND`), both moves timed together.
 
 Both brokers run side by side and are measured in alternating rounds: ``--warmup`` declared
 warm-up rounds first (printed, not counted: Kafka's JIT warms up over them), then ``--rounds``
@@ -524,24 +524,29 @@ def _consume(bootstrap: str, topic: str, want: int, partitions: int) -> float:
     return elapsed
 
 
-MOVE_WINDOW_S = 8.0
-"""A round's move phase moves every partition to the other directory, and back, until its
-moves add up to at least this long. One 1 GiB move takes ~0.5 s on Spindle and ~1.2 s on
-Kafka; timed alone -- completion seen by polling DescribeLogDirs every 50 ms, one write-back
-burst of the host's disk inside it -- Spindle's rounds spread by 0.89 of their median (stop
-29: 842-2394 MB/s). Back to back, no settling between moves: what one move left dirty (Kafka
-does not fsync a moved replica, Spindle's mover does) is written back during the next. 8 s
-rather than 3 s: see :data:`PRODUCE_WINDOW_S`."""
+MOVES_PER_ROUND = 2
+"""A round's move phase moves every partition to the other directory and back: two moves,
+back to back, no settling between them (what the first left dirty -- Kafka does not fsync a
+moved replica, Spindle's mover does -- is written back during the second), timed together.
+A fixed pair, not a time window: a round's first move runs faster than the ones after it
+(Spindle, topics of 5.4-6.5 GB: 1.5-1.8 GB/s against 1.2-1.6; the source fresh in the page
+cache), so a window that fitted three moves in some rounds and two in others made a round's
+rate depend on how many fitted -- in one run Spindle's three-move rounds were its three
+fastest (1,634-1,759 MB/s, two-move rounds 1,343-1,517: spread 0.28), while Kafka's slower
+moves always fitted two. A pair is also the same work for both brokers. Each move is of the
+whole topic the produce phase wrote (4-7 GiB), seconds on either broker; timed alone, a
+1 GiB move (completion seen by polling DescribeLogDirs every 50 ms, one write-back burst of
+the host's disk inside it) spread Spindle's rounds by 0.89 of their median (stop 29)."""
 
 
 def move_window(port: int, topic: str, partitions: int) -> tuple[float, int, int]:
-    """Moves (:func:`move_all`) until they add up to :data:`MOVE_WINDOW_S`: seconds, bytes
-    moved and the number of moves."""
-    took, moved, moves = 0.0, 0, 0
-    while took < MOVE_WINDOW_S:
+    """:data:`MOVES_PER_ROUND` moves (:func:`move_all`): seconds, bytes moved and the number
+    of moves."""
+    took, moved = 0.0, 0
+    for _ in range(MOVES_PER_ROUND):
         t, b = move_all(port, topic, partitions)
-        took, moved, moves = took + t, moved + b, moves + 1
-    return took, moved, moves
+        took, moved = took + t, moved + b
+    return took, moved, MOVES_PER_ROUND
 
 
 def move_all(port: int, topic: str, partitions: int) -> tuple[float, int]:
@@ -657,7 +662,7 @@ def report(
         "mb": args.mb,
         "produce_window_s": PRODUCE_WINDOW_S,
         "consume_window_s": CONSUME_WINDOW_S,
-        "move_window_s": MOVE_WINDOW_S,
+        "moves_per_round": MOVES_PER_ROUND,
         "partitions": args.partitions,
         "dirs": args.dirs,
         "message_bytes": MSG_SIZE,
