@@ -350,10 +350,10 @@ def measure(
                 out["consume_mb_s"] = reads * total_bytes / took / 1e6
                 out["consume_reads"] = float(reads)
             else:
-                took, moved, moves = move_window(port, topic, partitions)
+                took, moved = move_window(port, topic, partitions)
                 out["move_mb_s"] = moved / took / 1e6 if took > 0 else 0.0
                 out["moved_bytes"] = float(moved)
-                out["moves"] = float(moves)
+                out["moves"] = float(MOVES_PER_ROUND)
         out[f"{phase}_peak_rss_mb"] = peak[0]
         out[f"{phase}_cpu_s"] = round(cpu_seconds(probe.pid) - cpu, 2)
         after = cpu_ledger(bystanders)
@@ -539,14 +539,13 @@ whole topic the produce phase wrote (4-7 GiB), seconds on either broker; timed a
 the host's disk inside it) spread Spindle's rounds by 0.89 of their median (stop 29)."""
 
 
-def move_window(port: int, topic: str, partitions: int) -> tuple[float, int, int]:
-    """:data:`MOVES_PER_ROUND` moves (:func:`move_all`): seconds, bytes moved and the number
-    of moves."""
+def move_window(port: int, topic: str, partitions: int) -> tuple[float, int]:
+    """:data:`MOVES_PER_ROUND` moves (:func:`move_all`): seconds and bytes moved."""
     took, moved = 0.0, 0
     for _ in range(MOVES_PER_ROUND):
         t, b = move_all(port, topic, partitions)
         took, moved = took + t, moved + b
-    return took, moved, MOVES_PER_ROUND
+    return took, moved
 
 
 def move_all(port: int, topic: str, partitions: int) -> tuple[float, int]:
