@@ -60,13 +60,23 @@ def assert_bytes_kept(before: dict[str, bytes], dirs: list[str]) -> None:
         assert after[path][: len(content)] == content, f"{path} changed"
 
 
-class Child:
-    """``storage_child.py`` in a subprocess; ``call`` sends one command, returns its answer."""
+# The capabilities that let root ignore file modes: without them root is an ordinary owner.
+DAC_CAPS = "-dac_override,-dac_read_search"
 
-    def __init__(self, config: dict[str, Any], *, as_nobody: bool = False) -> None:
+
+class Child:
+    """``storage_child.py`` in a subprocess; ``call`` sends one command, returns its answer.
+
+    ``obeys_file_modes``: the child runs as root with CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH
+    dropped (from the bounding and inheritable sets, so exec cannot give them back), so a
+    directory the test makes mode 0000 is refused to it as to any process. It stays root, so it
+    still reads the checkout and its virtual environment wherever they are (a clone under
+    ``/root``, mode 0700, is out of reach of another user such as ``nobody``)."""
+
+    def __init__(self, config: dict[str, Any], *, obeys_file_modes: bool = False) -> None:
         argv = [sys.executable, CHILD, json.dumps(config)]
-        if as_nobody:
-            argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
+        if obeys_file_modes:
+            argv = ["setpriv", f"--inh-caps={DAC_CAPS}", f"--bounding-set={DAC_CAPS}", *argv]
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/"
         )

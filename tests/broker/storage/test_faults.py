@@ -155,15 +155,13 @@ def test_directory_replaced_by_a_file_takes_only_that_dir_offline_once(
 
 
 @pytest.fixture
-def nobody_dirs() -> Iterator[list[str]]:
-    """Three log dirs owned by nobody, in a directory nobody can reach (not under root's
-    700 pytest tmp); permissions restored and everything removed afterwards."""
+def owned_dirs() -> Iterator[list[str]]:
+    """Three log dirs owned by root (the child's user) with mode 0755; permissions restored and
+    everything removed afterwards."""
     base = tempfile.mkdtemp(prefix="spindle-perm-", dir="/tmp")
-    os.chmod(base, 0o755)
     dirs = [os.path.join(base, n) for n in ("good0", "victim", "good2")]
     for d in dirs:
-        os.makedirs(d)
-        os.chown(d, 65534, 65534)
+        os.makedirs(d, mode=0o755)
     try:
         yield dirs
     finally:
@@ -174,11 +172,11 @@ def nobody_dirs() -> Iterator[list[str]]:
 
 
 def test_unreadable_directory_at_start_is_offline_and_the_others_serve(
-    nobody_dirs: list[str],
+    owned_dirs: list[str],
 ) -> None:
-    dirs = nobody_dirs
+    dirs = owned_dirs
     os.chmod(dirs[1], 0o000)
-    child = Child({"dirs": dirs}, as_nobody=True)
+    child = Child({"dirs": dirs}, obeys_file_modes=True)
     try:
         state = child.call({"op": "state"})
         assert state["offline_dirs"] == [dirs[1]]
@@ -193,10 +191,10 @@ def test_unreadable_directory_at_start_is_offline_and_the_others_serve(
         child.kill()
 
 
-def test_permission_loss_takes_only_that_dir_offline_once(nobody_dirs: list[str]) -> None:
-    # Root ignores permissions, so the storage engine runs as nobody in a child process.
-    dirs = nobody_dirs
-    child = Child({"dirs": dirs, "settings": {"log.segment.bytes": 600}}, as_nobody=True)
+def test_permission_loss_takes_only_that_dir_offline_once(owned_dirs: list[str]) -> None:
+    # Root ignores permissions, so the storage engine runs in a child that obeys file modes.
+    dirs = owned_dirs
+    child = Child({"dirs": dirs, "settings": {"log.segment.bytes": 600}}, obeys_file_modes=True)
     try:
         tps = {d: ["perm", i] for i, d in enumerate(dirs)}
         for d, tp in tps.items():
@@ -204,7 +202,7 @@ def test_permission_loss_takes_only_that_dir_offline_once(nobody_dirs: list[str]
             for j in range(3):
                 assert child.call({"op": "append", "tp": tp, "values": [f"{j}" * 100]})["ok"]
         before = log_bytes([dirs[0], dirs[2]])
-        os.chmod(dirs[1], 0o000)  # the owner (nobody) loses access; open fds stay usable
+        os.chmod(dirs[1], 0o000)  # the owner (the child) loses access; open fds stay usable
         failed = child.call({"op": "append", "tp": tps[dirs[1]], "values": ["x" * 300]})
         assert failed["error"] == "KAFKA_STORAGE_ERROR"
         assert "Permission denied" in failed["message"]
