@@ -1,2 +1,3 @@
 """The broker process: the asyncio network server (``app``, ``connection``), configuration,
-authorisation, metrics, and the request handlers, one module per API family (``apis``)."""
+security at the edge (``security``: listeners, the connection's principal, the authorizer),
+metrics, and the request handlers, one module per API family (``apis``)."""

@@ -39,12 +39,14 @@ from spindle.broker.storage.settings import StorageSettings
 
 from .apis import ApiContext, Endpoint, KafkaApis, build_registry
 from .apis.groups import led_offsets_partitions
-from .authorizer import AllowAll, Authorizer
 from .compaction import CompactionScheduler
 from .config import BrokerSettings
 from .connection import KafkaConnection
 from .frame_pool import FramePool
 from .metrics import MetricsServer
+from .security.authenticator import authenticator_for
+from .security.authorizer import AllowAll, Authorizer
+from .security.listeners import check_served
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +72,7 @@ class BrokerServer:
         self.static_configs = dict(static_configs or {})
         self.clock: Clock = clock or SystemClock()
         self.authorizer: Authorizer = authorizer or AllowAll()
+        self._listener = check_served(settings.served_listeners)  # config refused the rest
         self.etcd = EtcdClient([e.strip() for e in settings.etcd_endpoints.split(",") if e.strip()])
         self.store = MetadataStore(self.etcd, prefix=settings.etcd_prefix)
         self.controller: SingleBrokerController
@@ -132,7 +135,7 @@ class BrokerServer:
             "broker %d started: cluster %s, listening on %s:%d, log dirs %s",
             self.settings.node_id,
             cluster_id,
-            self.settings.listener_list[0].host,
+            self._listener.host,
             self.port,
             ",".join(self.storage_settings.log_dirs),
         )
@@ -147,7 +150,7 @@ class BrokerServer:
         (connections are refused, as Kafka's acceptors are until its request handlers start;
         ``start`` starts serving once the handlers exist); the advertised endpoint."""
         s = self.settings
-        listener = s.listener_list[0]
+        listener = self._listener
         self._server = await asyncio.get_running_loop().create_server(
             self._new_connection,
             host=listener.host or "0.0.0.0",
@@ -155,7 +158,7 @@ class BrokerServer:
             start_serving=False,
         )
         self.port = self._server.sockets[0].getsockname()[1]
-        adv = s.advertised_listener_list[0]
+        adv = next(a for a in s.advertised_listener_list if a.name == listener.name)
         return Endpoint(s.node_id, adv.host or "127.0.0.1", adv.port or self.port, s.broker_rack)
 
     async def _register(self, endpoint: Endpoint, logs: LogManager) -> None:
@@ -387,7 +390,8 @@ class BrokerServer:
         return KafkaConnection(
             self.apis,
             max_request_bytes=self.settings.socket_request_max_bytes,
-            listener=self.settings.listener_list[0].name,
+            listener=self._listener.name,
+            authenticator=authenticator_for(self._listener),
             send_buffer_bytes=self.settings.socket_send_buffer_bytes,
             on_task=self._track_connection,
             frame_pool=self._frame_pool,

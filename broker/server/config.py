@@ -8,46 +8,27 @@ broker that does not start.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 from spindle.broker.common.properties import parse_properties
 from spindle.broker.group.settings import GroupSettings
 from spindle.broker.storage.settings import StorageSettings
 
+from .security.listeners import (
+    Listener,
+    ListenerSpec,
+    check_advertised,
+    check_served,
+    parse_listeners,
+    parse_protocol_map,
+    resolve_listeners,
+)
+
 
 class ConfigError(ValueError):
     """The configuration cannot be used; the message names the key and the reason."""
-
-
-class Listener(BaseModel):
-    """One ``NAME://host:port`` listener."""
-
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    host: str
-    port: int
-
-
-_LISTENER = re.compile(r"^([A-Z_][A-Z0-9_]*)://\[?([^\]]*)\]?:(\d+)$")
-
-
-def parse_listeners(value: str) -> list[Listener]:
-    """Parse Kafka's ``listeners`` syntax: ``PLAINTEXT://127.0.0.1:9092,OTHER://:9093``."""
-    out: list[Listener] = []
-    for part in (p.strip() for p in value.split(",")):
-        if not part:
-            continue
-        m = _LISTENER.match(part)
-        if m is None:
-            raise ValueError(f"listener {part!r} is not NAME://host:port")
-        out.append(Listener(name=m.group(1), host=m.group(2), port=int(m.group(3))))
-    if not out:
-        raise ValueError("no listener given")
-    return out
 
 
 class BrokerSettings(GroupSettings):
@@ -62,6 +43,11 @@ class BrokerSettings(GroupSettings):
     advertised_listeners: str | None = Field(
         None,
         description="What clients are told to connect to; default = listeners.",
+    )
+    listener_security_protocol_map: str | None = Field(
+        None,
+        description="LISTENER_NAME:SECURITY_PROTOCOL pairs; default: each protocol's name maps "
+        "to itself (Kafka's). Only PLAINTEXT is served yet; the others are refused.",
     )
     broker_rack: str | None = Field(None, description="Rack of this broker.")
     socket_request_max_bytes: int = Field(
@@ -186,13 +172,38 @@ class BrokerSettings(GroupSettings):
             parse_listeners(value)
         return value
 
+    @field_validator("listener_security_protocol_map")
+    @classmethod
+    def _valid_protocol_map(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_protocol_map(value)
+        return value
+
+    @model_validator(mode="after")
+    def _servable_listeners(self) -> BrokerSettings:
+        """Refuse listeners this broker would not serve as they say (security.listeners)."""
+        check_served(self.served_listeners)
+        if self.advertised_listeners is not None:
+            check_advertised(self.listeners, self.advertised_listeners)
+        return self
+
+    @property
+    def served_listeners(self) -> list[ListenerSpec]:
+        """Every listener with its security protocol."""
+        return resolve_listeners(self.listeners, self.listener_security_protocol_map)
+
     @property
     def listener_list(self) -> list[Listener]:
         return parse_listeners(self.listeners)
 
     @property
     def advertised_listener_list(self) -> list[Listener]:
+        """What clients are told, by listener name (a subset of ``listeners``' names)."""
         return parse_listeners(self.advertised_listeners or self.listeners)
+
+
+_SECURITY_KEY_PREFIXES = ("ssl.", "sasl.", "listener.name.", "security.", "authorizer.")
+"""Kafka's TLS, SASL and authorizer keys: named as such when refused, not as unknown."""
 
 
 def _aliases(model: type[BaseModel]) -> set[str]:
@@ -204,6 +215,12 @@ def settings_from_properties(props: dict[str, str]) -> tuple[BrokerSettings, Sto
     broker_keys = _aliases(BrokerSettings)
     storage_keys = _aliases(StorageSettings)
     unknown = sorted(k for k in props if k not in broker_keys and k not in storage_keys)
+    security = [k for k in unknown if k.startswith(_SECURITY_KEY_PREFIXES)]
+    if security:
+        raise ConfigError(
+            f"configuration key {security[0]!r} configures TLS or SASL, which Spindle does not "
+            "support yet (only PLAINTEXT listeners, without authentication)"
+        )
     if unknown:
         raise ConfigError(
             f"unknown configuration key {unknown[0]!r}"

@@ -31,8 +31,9 @@ from spindle.broker.protocol.fetch_response import Piece
 from spindle.broker.protocol.framing import SIZE_PREFIX_BYTES, FrameError, parse_frame_size
 
 from .apis import KafkaApis
-from .authorizer import RequestContext
 from .frame_pool import FramePool
+from .security.authenticator import Authenticator
+from .security.authorizer import RequestContext
 from .zerocopy import FileRegion, close_regions, send_parts
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         *,
         max_request_bytes: int,
         listener: str,
+        authenticator: Authenticator,
         send_buffer_bytes: int = -1,
         on_task: Callable[[asyncio.Task[None]], None] | None = None,
         frame_pool: FramePool | None = None,
@@ -91,6 +93,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._pool = frame_pool if frame_pool is not None else FramePool()
         self._max_request_bytes = max_request_bytes
         self._listener = listener
+        self._authenticator = authenticator
         self._send_buffer_bytes = send_buffer_bytes
         self._on_task = on_task
         self._transport: asyncio.Transport | None = None
@@ -253,7 +256,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """Serve until the peer closes the connection or breaks the protocol."""
         transport = self._transport
         assert transport is not None
-        ctx_base = RequestContext("User:ANONYMOUS", None, self._address, self._listener)
+        # Authentication happens here, once, before any request is dispatched (security issue:
+        # a SASL authenticator runs its exchange first); handlers see only the principal.
+        principal = self._authenticator.principal
+        ctx_base = RequestContext(principal, None, self._address, self._listener)
         try:
             while True:
                 payload = await self._next_item()

@@ -27,8 +27,8 @@ from spindle.broker.protocol.constants import ConfigSource
 from spindle.broker.replication.replica_manager import ReplicaManager
 from spindle.broker.storage import LogManager
 
-from ..authorizer import CLUSTER_NAME, Authorizer, Operation, RequestContext, ResourceType
 from ..config import BrokerSettings
+from ..security.authorizer import CLUSTER_NAME, Authorizer, Operation, RequestContext, ResourceType
 
 log = logging.getLogger(__name__)
 

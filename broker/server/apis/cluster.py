@@ -12,7 +12,7 @@ from spindle.broker.group.store import OFFSETS_TOPIC as INTERNAL_TOPIC
 from spindle.broker.protocol.apis import ApiKey, Request, api_versions_body
 from spindle.broker.protocol.constants import EndpointType
 
-from ..authorizer import Operation, RequestContext, ResourceType
+from ..security.authorizer import Operation, RequestContext, ResourceType
 from .base import ApiContext, Handlers, topic_id
 
 

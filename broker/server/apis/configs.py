@@ -22,7 +22,7 @@ from spindle.broker.controller.controller import ConfigChange
 from spindle.broker.protocol.apis import ApiKey, Request
 from spindle.broker.protocol.constants import AlterConfigOp, ConfigResourceType, ConfigSource
 
-from ..authorizer import CLUSTER_NAME, Operation, RequestContext, ResourceType
+from ..security.authorizer import CLUSTER_NAME, Operation, RequestContext, ResourceType
 from .base import ApiContext, Handlers, config_entry, errors_into
 
 MAX_LONG = str((1 << 63) - 1)

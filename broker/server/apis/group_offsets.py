@@ -20,7 +20,7 @@ from spindle.broker.group.model import OffsetAndMetadata
 from spindle.broker.group.store import OFFSETS_TOPIC
 from spindle.broker.protocol.apis import ApiKey, Request
 
-from ..authorizer import Operation, RequestContext, ResourceType
+from ..security.authorizer import Operation, RequestContext, ResourceType
 from .base import ApiContext, Handlers
 
 

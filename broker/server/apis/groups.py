@@ -17,7 +17,7 @@ from spindle.broker.group.model import GroupState
 from spindle.broker.group.store import OFFSETS_TOPIC
 from spindle.broker.protocol.apis import ApiKey, Request
 
-from ..authorizer import Operation, RequestContext, ResourceType
+from ..security.authorizer import Operation, RequestContext, ResourceType
 from .base import ApiContext, Handlers
 
 log = logging.getLogger(__name__)

@@ -33,7 +33,7 @@ from spindle.broker.common.errors import ErrorCode
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.protocol.apis import ApiKey, Request
 
-from ..authorizer import Operation, RequestContext, ResourceType
+from ..security.authorizer import Operation, RequestContext, ResourceType
 from .base import ApiContext, Handlers, errors_into
 
 Lookup = Callable[[TopicPartition, int, int], tuple[int, int]]

@@ -22,7 +22,7 @@ from spindle.broker.protocol.apis import ApiKey, Request
 from spindle.broker.replication.rehome import rehome_offline_replica
 from spindle.broker.storage import LogDirDescription
 
-from ..authorizer import Operation, RequestContext, ResourceType
+from ..security.authorizer import Operation, RequestContext, ResourceType
 from .base import ApiContext, Handlers, authorization_failed, error_of
 
 

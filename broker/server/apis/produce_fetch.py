@@ -20,7 +20,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka.record.default_records import DefaultRecordBatch
 
-from ..authorizer import Operation, RequestContext, ResourceType
+from ..security.authorizer import Operation, RequestContext, ResourceType
 from ..zerocopy import FileRegion, close_regions
 from .base import ApiContext, Handlers, error_of, errors_into, not_authorized
 

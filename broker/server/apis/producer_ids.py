@@ -11,7 +11,7 @@ from typing import Any
 from spindle.broker.common.errors import ErrorCode
 from spindle.broker.protocol.apis import ApiKey, Request
 
-from ..authorizer import RequestContext
+from ..security.authorizer import RequestContext
 from .base import ApiContext, Handlers, errors_into
 
 PRODUCER_ID_BLOCK = 1000

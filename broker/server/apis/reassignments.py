@@ -11,7 +11,7 @@ from spindle.broker.common.errors import ErrorCode
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.protocol.apis import ApiKey, Request
 
-from ..authorizer import Operation, RequestContext
+from ..security.authorizer import Operation, RequestContext
 from .base import ApiContext, Handlers, error_of
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from spindle.broker.protocol.apis import SUPPORTED_APIS, ApiKey, Request
 
-from ..authorizer import RequestContext
+from ..security.authorizer import RequestContext
 from . import (
     cluster,
     configs,

@@ -15,7 +15,7 @@ from spindle.broker.common.kafka_uuid import to_kafka_str
 from spindle.broker.protocol.apis import ApiKey, Request
 from spindle.broker.protocol.constants import ConfigSource
 
-from ..authorizer import Operation, RequestContext, ResourceType
+from ..security.authorizer import Operation, RequestContext, ResourceType
 from .base import ApiContext, Handlers, config_entry, errors_into, topic_id
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ import pytest
 from spindle.broker.protocol.apis import SUPPORTED_APIS, ApiKey, Request
 from spindle.broker.server.apis import FAMILIES, RegistryError, build_registry
 from spindle.broker.server.apis.base import ApiContext
-from spindle.broker.server.authorizer import RequestContext
+from spindle.broker.server.security.authorizer import RequestContext
 
 
 async def _handler(broker: ApiContext, ctx: RequestContext, req: Request) -> dict[str, Any]:
