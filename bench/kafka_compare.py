@@ -54,7 +54,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -65,8 +64,20 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-# bench/steady.py, found also under ``python -P`` (which does not put bench/ on the path).
+# bench/steady.py, found also under ``python -P`` (which does not put bench/ on the path), and
+# e2e/apache_kafka.py (the Apache Kafka broker the tests compare against too).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+from apache_kafka import (  # noqa: F401  (re-exported to the other benches)
+    CACHE,
+    format_kafka,
+    free_port,
+    kafka_cluster_id,
+    kafka_home,
+    kafka_java,
+    start_kafka,
+    wait_port,
+)
 from steady import (
     SPREAD_LIMIT,
     PeakRss,
@@ -81,105 +92,7 @@ from steady import (
     wide,
 )
 
-CACHE = Path(os.environ.get("SPINDLE_CACHE", Path.home() / ".cache" / "spindle"))
-KAFKA_VERSION_FILE = Path(__file__).resolve().parent.parent / "e2e" / "kafka-tools" / "pom.xml"
 MSG_SIZE = 1024
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(
-                f"process exited ({proc.returncode}); log:\n{log.read_text()[-3000:]}"
-            )
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"port {port} did not open; log:\n{log.read_text()[-3000:]}")
-
-
-def kafka_home() -> Path:
-    text = KAFKA_VERSION_FILE.read_text()
-    version = text.split("<kafka.version>")[1].split("</kafka.version>")[0]
-    home = CACHE / "kafka" / version
-    if not (home / "lib").is_dir():
-        raise SystemExit(f"Kafka jars missing under {home}: run ./dev sync first")
-    return home
-
-
-def start_kafka(work: Path, dirs: int) -> tuple[subprocess.Popen[bytes], int]:
-    home = kafka_home()
-    port, cport = free_port(), free_port()
-    log_dirs = [str(work / f"kafka-d{i}") for i in range(dirs)]
-    props = work / "kafka.properties"
-    props.write_text(
-        "\n".join(
-            [
-                "process.roles=broker,controller",
-                "node.id=1",
-                f"controller.quorum.voters=1@127.0.0.1:{cport}",
-                f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}",
-                f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
-                "controller.listener.names=CONTROLLER",
-                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-                "inter.broker.listener.name=PLAINTEXT",
-                f"log.dirs={','.join(log_dirs)}",
-                "offsets.topic.replication.factor=1",
-                "transaction.state.log.replication.factor=1",
-                "transaction.state.log.min.isr=1",
-                "group.initial.rebalance.delay.ms=0",
-                "num.partitions=1",
-                "file.delete.delay.ms=1000",
-                "",
-            ]
-        )
-    )
-    java = kafka_java(home)
-    format_kafka(java, props, kafka_cluster_id())
-    log = work / "kafka.log"
-    proc = subprocess.Popen(
-        [*java, "kafka.Kafka", str(props)], stdout=log.open("wb"), stderr=subprocess.STDOUT
-    )
-    wait_port(port, proc, log)
-    return proc, port
-
-
-def kafka_java(home: Path, heap: str = "-Xms1g") -> list[str]:
-    """The JVM command line that runs a Kafka class from the cached jars (G1, 1 GiB max heap;
-    ``heap`` is the initial heap option). Shared with bench/cluster_compare.py."""
-    return [
-        "java",
-        heap,
-        "-Xmx1g",
-        "-XX:+UseG1GC",
-        f"-Dlog4j.configuration=file:{home / 'tools-log4j.properties'}",
-        "-cp",
-        f"{home / 'lib'}/*",
-    ]
-
-
-def format_kafka(java: list[str], props: Path, cluster_id: str) -> None:
-    """``kafka-storage format``: a KRaft node's log dirs get the cluster id before it starts."""
-    subprocess.run(
-        [*java, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)],
-        check=True,
-        capture_output=True,
-    )
-
-
-def kafka_cluster_id() -> str:
-    import base64
-
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 def start_etcd(work: Path) -> tuple[subprocess.Popen[bytes], str]:
