@@ -28,11 +28,17 @@ Pure byte manipulation; no I/O here.
 from __future__ import annotations
 
 import struct
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import crc32c
 from spindle.broker.common.errors import ErrorCode, KafkaError
+
+with warnings.catch_warnings():
+    # kafka-python reads its schemas with importlib.resources.read_text (deprecated in 3.11).
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.record.default_records import DefaultRecordBatch
 
 HEADER_SIZE = 61
 """Bytes of a v2 batch header, records excluded."""
@@ -151,6 +157,23 @@ def iter_batches(
             verify_crc(buf, header)
         yield header
         position += header.size
+
+
+def first_record_at_or_after(
+    batch: bytes | bytearray | memoryview, timestamp_ms: int, start_offset: int
+) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record of one whole ``batch`` whose timestamp is at
+    least ``timestamp_ms`` and whose offset at least ``start_offset``; None if none is.
+
+    Kafka's ``FileRecords.searchForTimestamp`` looks at the records inside the first batch
+    whose max timestamp qualifies, not at the batch's base offset: a consumer seeking by time
+    into a batch of 30 records must not be sent back to its first. kafka-python's decoder
+    decompresses the records and gives a log-append-time batch's records its max timestamp,
+    as Kafka's does."""
+    for record in DefaultRecordBatch(bytes(batch)):
+        if record.timestamp >= timestamp_ms and record.offset >= start_offset:
+            return record.offset, record.timestamp
+    return None
 
 
 def validate(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:

@@ -435,16 +435,17 @@ class Log(MoverSupport):
                 idx = i
         return self._segments[idx:]
 
-    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
-        """First offset of the first batch whose max timestamp is ≥ ``timestamp_ms`` (Kafka's
-        ListOffsets by timestamp), via each segment's time index; None if there is none."""
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after the log start whose timestamp is
+        ≥ ``timestamp_ms`` (Kafka's ListOffsets by timestamp), via each segment's time index;
+        None if there is none."""
         with self.lock:
             self._check_usable()
             with self._guard("timestamp lookup"):
                 for seg in self._segments:
-                    found = seg.find_timestamp(timestamp_ms)
+                    found = seg.find_timestamp(timestamp_ms, self._log_start_offset)
                     if found is not None:
-                        return max(found, self._log_start_offset)
+                        return found
         return None
 
     def max_timestamp_batch(self) -> tuple[int, int] | None:

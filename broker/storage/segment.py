@@ -7,16 +7,15 @@ offset relative to the base offset (the *last* offset of a batch) and the 4-byte
 of that batch, one entry every ``log.index.interval.bytes``. Lookup finds the greatest entry at or
 below the wanted offset and scans batch headers forward from its position. The time index is
 Kafka's too: 12-byte entries of the largest timestamp so far (8 bytes) and the relative offset
-of the batch holding it, added at the same points when the largest timestamp grew; it answers
-retention by time and ListOffsets by timestamp without reading the segment.
+of the batch holding it, added at the same points when the largest timestamp grew; retention by
+time reads only it, ListOffsets by timestamp it and one batch.
 
 The indexes live in memory and are written whole when the segment is flushed (roll,
 checkpoint, shutdown). After a clean shutdown they are loaded; after an unclean one, segments
 past the recovery point are re-validated and their indexes rebuilt.
 
-Write descriptors are opened per write and closed at once, never kept: a file open for writing
-pins its mount as busy, which would stop an administrator (or a test) from remounting a failing
-disk read-only. Reads use a kept read-only descriptor.
+Write descriptors are opened per write and closed at once: a file open for writing pins its
+mount as busy, which would stop anyone remounting a failing disk read-only. Reads use a kept one.
 
 Not thread-safe: the owning :class:`Log` serializes access. Raises ``OSError`` only; the Log
 runs every call inside the failure guard.
@@ -34,6 +33,7 @@ from dataclasses import dataclass
 from spindle.broker.records.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
+    first_record_at_or_after,
     read_prefix,
     valid_prefix,
 )
@@ -488,9 +488,10 @@ class Segment:
         """Largest record timestamp in the segment (-1 if empty)."""
         return self._ensure_times()
 
-    def find_timestamp(self, timestamp_ms: int) -> int | None:
-        """Base offset of the first batch whose max timestamp is ≥ ``timestamp_ms``: the time
-        index gives the last point known to be below it, batch headers are scanned from there
+    def find_timestamp(self, timestamp_ms: int, start_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record from ``start_offset`` on whose timestamp is
+        ≥ ``timestamp_ms``: the time index gives the last point known to be below it, batch
+        headers are scanned from there, the first qualifying batch's records are read
         (Kafka's ``LogSegment.findOffsetByTimestamp``)."""
         if self._ensure_times() < timestamp_ms:
             return None
@@ -502,8 +503,11 @@ class Segment:
         while position < self.size:
             _, batches = self._headers_from(position, limit=64)
             for b in batches:
-                if b.max_timestamp >= timestamp_ms:
-                    return b.base_offset
+                if b.max_timestamp >= timestamp_ms and b.last_offset >= start_offset:
+                    raw = self.pread(b.position, b.size)
+                    found = first_record_at_or_after(raw, timestamp_ms, start_offset)
+                    if found is not None:
+                        return found
             if not batches:
                 break
             position = batches[-1].position + batches[-1].size

@@ -270,9 +270,9 @@ def _list_offset(broker: ApiContext, tp: TopicPartition, p: Any, out: dict[str, 
         offset, out["timestamp"] = _max_timestamp(partition_log)
     else:
         found = partition_log.offset_for_timestamp(p.timestamp)
-        offset = -1 if found is None else found
+        offset = -1  # Kafka's answer when no record is that new: offset -1, timestamp -1
         if found is not None:
-            out["timestamp"] = p.timestamp
+            offset, out["timestamp"] = found  # the found record's timestamp, as Kafka answers
     out.update(offset=offset, leader_epoch=leader_epoch)
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
 from spindle.broker.common.errors import ErrorCode, KafkaError
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.records.batch import build_batch, validate
@@ -290,6 +291,42 @@ def test_follower_appends_keep_the_leaders_offsets_and_refuse_going_back(
     assert _batches(log.read(0, 1000).records) == [(0, 1), (5, 5)]
 
 
+def _timed_batch(base_offset: int, timestamps: list[int], compression: int) -> bytes:
+    """One v2 batch with a record per timestamp (kafka-python's builder: compression, and a
+    timestamp per record, which ``build_batch`` does not make)."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=compression,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
+    for i, ts in enumerate(timestamps):
+        builder.append(i, timestamp=ts, key=None, value=b"r%d" % i, headers=[])
+    raw = bytes(builder.build())
+    return base_offset.to_bytes(8, "big") + raw[8:]
+
+
+@pytest.mark.parametrize("compression", [0, 1], ids=["uncompressed", "gzip"])
+def test_a_timestamp_inside_a_batch_finds_the_first_record_at_or_after_it(
+    open_manager: Opener, dirs: list[str], compression: int
+) -> None:
+    # Kafka looks inside the batch: with 30 records a second apart, record 10's time + 0.5 s
+    # is record 11's offset and time, not the batch's first offset (0).
+    log = open_manager(dirs).get_or_create_log(TP)
+    t0 = 1_700_000_000_000
+    log.append(_timed_batch(0, [t0 + i * 1000 for i in range(30)], compression))
+    log.append(_timed_batch(0, [t0 + 40_000, t0 + 41_000], compression))
+    log.high_watermark = 32
+    assert log.offset_for_timestamp(t0 + 10_500) == (11, t0 + 11_000)
+    assert log.offset_for_timestamp(t0 + 10_000) == (10, t0 + 10_000)
+    assert log.offset_for_timestamp(t0 - 1) == (0, t0)
+    assert log.offset_for_timestamp(t0 + 29_001) == (30, t0 + 40_000)
+    assert log.offset_for_timestamp(t0 + 41_001) is None
+
+
 @pytest.mark.parametrize("lose_time_index", [False, True])
 def test_offsets_by_timestamp_and_time_retention_survive_a_restart(
     open_manager: Opener, dirs: list[str], clock: FakeClock, lose_time_index: bool
@@ -302,7 +339,8 @@ def test_offsets_by_timestamp_and_time_retention_survive_a_restart(
         ts = t0 + (500 if i == 17 else i * 1000)
         log.append(build_batch([b"q" * 100], timestamp_ms=ts))
     log.high_watermark = 30
-    expected = {t0: 0, t0 + 1: 1, t0 + 500: 1, t0 + 16_500: 18, t0 + 29_000: 29}
+    offsets = {t0: 0, t0 + 1: 1, t0 + 500: 1, t0 + 16_500: 18, t0 + 29_000: 29}
+    expected = {ts: (o, t0 + (500 if o == 17 else o * 1000)) for ts, o in offsets.items()}
     assert {ts: log.offset_for_timestamp(ts) for ts in expected} == expected
     assert log.offset_for_timestamp(t0 + 29_001) is None
     lm.close()

@@ -44,8 +44,10 @@ def test_lookup_and_find_position_land_on_the_batch_holding_an_offset(tmp_path: 
         assert position == (offset - 100) // 2 * size
         assert base == offset - offset % 2
     assert seg.find_position(120) == (None, 120)
-    assert seg.find_timestamp(1035) == 108
-    assert seg.find_timestamp(2000) is None
+    assert seg.find_timestamp(1035, 100) == (108, 1040)
+    assert seg.find_timestamp(1035, 109) == (109, 1040)  # the log starts inside that batch
+    assert seg.find_timestamp(1035, 110) == (110, 1050)
+    assert seg.find_timestamp(2000, 100) is None
     seg.close()
 
 
