@@ -9,7 +9,8 @@ a silent broker is fenced at its session timeout, not at etcd's next expiry tick
 decision modules ``placement`` (striped rack-aware placement, directories, KIP-1066 cordons) and
 ``partition_change`` (leader election, ISR on broker/directory loss, KIP-455 reassignment),
 and ``controller`` (the operations the request handlers call; ``SingleBrokerController``
-serves a one-broker cluster).
+serves a one-broker cluster), and ``modes`` (pure: which controller mode a prefix runs in and
+who may join it -- a second broker under a single broker's prefix is refused).
 
 Why etcd watches replace the seeds' controller-to-broker RPCs
 -------------------------------------------------------------

@@ -50,6 +50,7 @@ from .model import (
     TopicState,
     parse_controller,
 )
+from .modes import mode_value, refusal
 from .watch import PrefixWatcher, WatchBatch, WatchCompacted
 
 log = logging.getLogger(__name__)
@@ -329,6 +330,29 @@ class MetadataStore:
         async with self._lock:
             await self._write(self._key("topics", name), None)
             self.topics.pop(name, None)
+
+    async def claim_controller_mode(self, mode: str, node_id: int) -> None:
+        """Record this prefix's controller mode, or refuse a broker that does not fit it
+        (:mod:`.modes`). Two brokers racing to record it: the loser's write is refused, the
+        store reloads, and the check runs again against the winner's marker."""
+        key = self._key("controller_mode")
+        want = mode_value(mode, node_id)
+        async with self._lock:
+            for _ in range(3):
+                current = await self._client.get(key)
+                recorded = current.value.decode() if current else None
+                why = refusal(mode, node_id, recorded, self.brokers, self._prefix)
+                if why is not None:
+                    raise KafkaError(why, ErrorCode.INVALID_REQUEST)
+                if recorded == want:
+                    return
+                self._revs[key] = current.mod_revision if current else 0
+                try:
+                    await self._write(key, want.encode())
+                    return
+                except MetadataConflict:
+                    continue
+            raise MetadataConflict(f"{key.decode()} kept changing while this broker started")
 
     async def register_broker(self, reg: BrokerRegistration) -> None:
         async with self._lock:

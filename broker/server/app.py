@@ -143,7 +143,9 @@ class BrokerServer:
     async def _load_metadata(self) -> str:
         """Load the metadata and this cluster's id (created by the first broker)."""
         await self.store.load()
-        return await self.store.ensure_cluster_id(self.settings.cluster_id)
+        cluster_id = await self.store.ensure_cluster_id(self.settings.cluster_id)
+        await self.store.claim_controller_mode(self.settings.controller_mode, self.settings.node_id)
+        return cluster_id
 
     async def _listen(self) -> Endpoint:
         """Bind the listener, so the port is known to register with, without accepting yet
