@@ -10,7 +10,8 @@ says *what* a reconcile is, in order (the Strimzi ``KafkaReconciler.reconcile()`
 5. ``release_removed``: removed, emptied volumes are released (claim deleted per
    deleteClaim, else kept; LogVolume ``Released``), and taken back when declared again
    (``reattach_released``, before step 4) -- both in ``reconcile.release``;
-6. ``apply_pod``: the Pod, replaced when its volumes or settings changed;
+6. ``apply_pod``: the Pod, replaced when its volumes or settings changed -- by the roller
+   (``reconcile.roller``), the one step that restarts a broker;
 7. ``volume_status``: each LogVolume's status from its claim;
 8. ``broker_status``: phase, volume counts, conditions, observedGeneration.
 
@@ -45,6 +46,7 @@ from spindle.operator.reconcile.logvolume import (
 )
 from spindle.operator.reconcile.release import read_released, reattach_released, release_removed
 from spindle.operator.reconcile.remediation import broker_condition, remediate
+from spindle.operator.reconcile.roller import roll_pod
 from spindle.operator.specs import BrokerSpec, Condition
 from spindle.operator.specs.broker_status import broker_conditions
 
@@ -55,13 +57,14 @@ def apply_config(ctx: Context) -> None:
 
 
 def apply_pod(ctx: Context) -> None:
+    """The Pod through the roller (``reconcile.roller``), the only step that restarts it."""
     desired = specs.build_pod(ctx.broker)
-    outcome = apply_object(ctx.api, desired)
+    outcome = roll_pod(ctx.api, desired)
     if outcome.action == "Replaced":
         # Unscheduled Pods go away at once; a running one finishes its grace period and the
         # next reconcile (triggered by its deletion) creates the replacement.
         ctx.applied(outcome)
-        outcome = apply_object(ctx.api, desired)
+        outcome = roll_pod(ctx.api, desired)
         if outcome.action != "Created":
             ctx.pod = ctx.api.get(PODS, ctx.broker.namespace, ctx.broker.name)
             return

@@ -10,7 +10,8 @@ condition laid over what the evidence says (``overlay``). The actions are the on
   (``kubernetes.io/pvc-protection``) until the Pod is gone; the Broker's reconcile, woken by
   those deletions, makes a new claim of the same name and a new Pod, which mounts the new,
   empty file system;
-* ``restart-pod``: delete the Pod the record names (resuming after a crash in between);
+* ``restart-pod``: delete the Pod the record names (resuming after a crash in between).
+  Both restarts are the roller's (``reconcile.roller.restart_pod``);
 * ``create-reassignment``: a Reassignment replacing this broker in each affected partition;
 * ``move`` (MoveReplicas): AlterReplicaLogDirs on the broker for the replicas the planner's
   ``fix-offline`` mode re-homes in its other directories (a Spindle broker re-creates a
@@ -37,8 +38,9 @@ from typing import Any, Protocol
 
 from spindle.operator import metrics, specs
 from spindle.operator.brokers import BrokerError, gather_snapshot
-from spindle.operator.kube import BROKERS, PODS, PVCS, REASSIGNMENTS, KubeError
+from spindle.operator.kube import BROKERS, PVCS, REASSIGNMENTS, KubeError
 from spindle.operator.reconcile.context import Context
+from spindle.operator.reconcile.roller import restart_pod
 from spindle.operator.specs import Obj
 from spindle.operator.specs.names import API_VERSION
 from spindle.operator.specs.remediation import (
@@ -340,7 +342,8 @@ def _act(ctx: Context, volume_id: int, step: Step) -> None:
                 f"{name}: deleted claim {claim} (PV {record.get('oldPvName')})",
             )
     restart = step.action in ("replace-claim", "restart-pod") and record.get("oldPodUid")
-    if restart and _delete(ctx, PODS.path(namespace, ctx.broker.name), str(record["oldPodUid"])):
+    # The restart goes through the roller, the one step that deletes broker Pods.
+    if restart and restart_pod(ctx.api, namespace, ctx.broker.name, str(record["oldPodUid"])):
         ctx.emit(
             "Normal",
             "RemediationPodRestarted",

@@ -1,5 +1,6 @@
 """Apply one way against the real API server: create when missing, patch only when different,
-replace Pods whose digest changed, and a reconcile of an unchanged Broker writes nothing."""
+the roller replaces Pods whose digest changed (apply refuses Pods), and a reconcile of an
+unchanged Broker writes nothing."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from spindle.operator import specs
 from spindle.operator.kube import CONFIGMAPS, PERSISTENTVOLUMES, PODS, PVCS, KubeApi, apply_object
 from spindle.operator.reconcile import reconcile_broker
+from spindle.operator.reconcile.roller import roll_pod
 
 pytestmark = pytest.mark.slow
 
@@ -100,17 +102,21 @@ def test_claim_in_other_units_is_equal_and_stale_owner_is_removed(
     assert not live["metadata"].get("ownerReferences")
 
 
-def test_pod_is_replaced_when_its_digest_changes(api: KubeApi, cluster: Any) -> None:
+def test_the_roller_replaces_a_pod_whose_digest_changes_and_apply_refuses_pods(
+    api: KubeApi, cluster: Any
+) -> None:
     body = _broker(cluster)
     broker = specs.BrokerSpec.from_body(body)
-    assert apply_object(api, specs.build_pod(broker)).action == "Created"
+    with pytest.raises(ValueError, match="roller"):
+        apply_object(api, specs.build_pod(broker))
+    assert roll_pod(api, specs.build_pod(broker)).action == "Created"
     first = api.get(PODS, cluster.namespace, "one")
     assert first is not None
     body["spec"]["volumes"].append({"id": 2, "size": "1Gi"})
-    outcome = apply_object(api, specs.build_pod(specs.BrokerSpec.from_body(body)))
+    outcome = roll_pod(api, specs.build_pod(specs.BrokerSpec.from_body(body)))
     assert outcome.action == "Replaced"
     # Unscheduled Pods are deleted at once, so the replacement can be created right away.
-    assert apply_object(api, specs.build_pod(specs.BrokerSpec.from_body(body))).action == "Created"
+    assert roll_pod(api, specs.build_pod(specs.BrokerSpec.from_body(body))).action == "Created"
     second = api.get(PODS, cluster.namespace, "one")
     assert second is not None
     assert second["metadata"]["uid"] != first["metadata"]["uid"]
