@@ -9,8 +9,10 @@ layout), dependencies pointing one way (import-linter keeps them so):
 - ``reconcile/``: *what* a reconcile does, one module per resource, ordered steps;
 - ``kube/`` (the Kubernetes API: client, apply-one-way, Events) and ``brokers`` (the one door
   to Kafka's admin API): the I/O;
-- pure, no I/O: ``specs/`` (builders, one module per kind), ``storage_diff`` (what a volume
-  edit means), ``snapshot`` (the planner's snapshot from the brokers' answers), ``quantity``;
+- pure, no I/O: ``specs/`` (builders: dict makers, one module per kind), ``decisions/``
+  (state machines: remediation, drain, reassignment progress, proposal validity, volume state,
+  storage diff, release, the roll), ``snapshot`` (the planner's snapshot from the brokers'
+  answers), ``quantity``;
 - ``kopf_patches``: a fix for a kopf start-up race (namespaces created while kopf starts
   watching them were never served).
 """

@@ -16,8 +16,8 @@ import spindle.operator  # noqa: F401  (registers the handlers)
 from spindle.operator import metrics
 from spindle.operator.dashboard import DashboardSettings, parse_listen
 from spindle.operator.dashboard.hooks import register as serve_dashboard
+from spindle.operator.decisions.remediation_settings import RemediationError, RemediationSettings
 from spindle.operator.specs.broker import REMEDIATION_POLICIES
-from spindle.operator.specs.remediation_settings import RemediationError, RemediationSettings
 
 
 def _parser() -> argparse.ArgumentParser:

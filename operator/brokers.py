@@ -36,15 +36,15 @@ with warnings.catch_warnings():
     from kafka import TopicPartition, TopicPartitionReplica
     from kafka import errors as kafka_errors
     from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, KafkaAdminClient
+from spindle.operator.decisions.reassignment import TP, TPR, ClusterView, DirInfo
+from spindle.operator.decisions.remediation import PartitionState
+from spindle.operator.decisions.volume_state import BrokerUnreachable, DirReport
 from spindle.operator.snapshot import (
     SnapshotOptions,
     brokers_from_admin,
     build_snapshot,
     partitions_from_admin,
 )
-from spindle.operator.specs.reassignment import TP, TPR, ClusterView, DirInfo
-from spindle.operator.specs.remediation import PartitionState
-from spindle.operator.specs.volume_state import BrokerUnreachable, DirReport
 
 T = TypeVar("T")
 

@@ -29,13 +29,13 @@ from typing import Any
 
 import kopf
 from spindle.operator import metrics, specs
+from spindle.operator.decisions.reassignment import FINAL_PHASES
 from spindle.operator.kube import BROKERS, REASSIGNMENTS, REBALANCES, KubeApi, KubeError, post_event
 from spindle.operator.reconcile import reconcile_broker, refresh_broker
 from spindle.operator.reconcile.reassignment import bootstrap_for, reconcile_reassignment
 from spindle.operator.reconcile.rebalance import FINAL as REBALANCE_FINAL
 from spindle.operator.reconcile.rebalance import reconcile_rebalance
 from spindle.operator.specs import SpecError
-from spindle.operator.specs.reassignment import FINAL_PHASES
 
 OWNED = {"app.kubernetes.io/managed-by": specs.MANAGED_BY}
 # A failed reconcile (API server briefly unavailable, a conflict) is retried this much later

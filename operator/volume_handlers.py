@@ -29,17 +29,17 @@ from typing import Any
 import kopf
 from spindle.operator import handlers, metrics, registry, specs
 from spindle.operator.brokers import LogDirClients
-from spindle.operator.kube import BROKERS, PVCS, KubeApi, KubeError
-from spindle.operator.reconcile.remediation import Remediator, fix_offline_plan
-from spindle.operator.specs import BrokerSpec, SpecError
-from spindle.operator.specs.reassignment import ClusterView
-from spindle.operator.specs.remediation_settings import RemediationSettings
-from spindle.operator.specs.volume_state import (
+from spindle.operator.decisions.reassignment import ClusterView
+from spindle.operator.decisions.remediation_settings import RemediationSettings
+from spindle.operator.decisions.volume_state import (
     HEALTH_ABNORMAL,
     HEALTH_NORMAL,
     BrokerUnreachable,
     DirReport,
 )
+from spindle.operator.kube import BROKERS, PVCS, KubeApi, KubeError
+from spindle.operator.reconcile.remediation import Remediator, fix_offline_plan
+from spindle.operator.specs import BrokerSpec, SpecError
 
 LOG = logging.getLogger("spindle.operator.volumes")
 

@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from spindle.operator import specs
+from spindle.operator.decisions.reassignment import ClusterView
+from spindle.operator.decisions.release import LABEL_RELEASED
+from spindle.operator.decisions.storage_diff import StorageDiff
+from spindle.operator.decisions.volume_state import DirReport, Evidence
 from spindle.operator.kube import KubeApi, Outcome
 from spindle.operator.specs import BrokerSpec, VolumeSpec
-from spindle.operator.specs.reassignment import ClusterView
-from spindle.operator.specs.release import LABEL_RELEASED
-from spindle.operator.specs.volume_state import DirReport, Evidence
-from spindle.operator.storage_diff import StorageDiff
 
 
 class ResourcePass:

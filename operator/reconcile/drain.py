@@ -2,7 +2,7 @@
 
 Once the directory is cordoned (``apply_cordons``), each pass, right after a fresh
 DescribeLogDirs (a move chosen from an older answer could send a replica already on its way
-somewhere else), ``specs.drain`` decides a home for every replica still there:
+somewhere else), ``decisions.drain`` decides a home for every replica still there:
 
 * another directory of the broker with room: AlterReplicaLogDirs through the broker client
   (``ctx.move``), as ``kafka-reassign-partitions`` does for a directory move;
@@ -25,11 +25,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from spindle.operator import specs
+from spindle.operator.decisions import drain as plans
+from spindle.operator.decisions.reassignment import FINAL_PHASES, closed_dirs
+from spindle.operator.decisions.volume_state import BrokerUnreachable, DirReport
 from spindle.operator.kube import LOGVOLUMES, REASSIGNMENTS, KubeError, is_subset
 from spindle.operator.reconcile.context import Context
-from spindle.operator.specs import drain as plans
-from spindle.operator.specs.reassignment import FINAL_PHASES, closed_dirs
-from spindle.operator.specs.volume_state import BrokerUnreachable, DirReport
+from spindle.operator.specs.reassignment import build_drain_reassignment
 
 
 def drain_volumes(ctx: Context) -> None:
@@ -118,7 +119,7 @@ def _move_across(
         ctx.api.delete(REASSIGNMENTS, namespace, name)  # finished; a new one takes its name
     logvolume = ctx.logvolumes.get(volume_id) or {}
     rate = ((logvolume.get("spec") or {}).get("drainBytesPerSecond")) or None
-    body = plans.build_reassignment(ctx.broker, logvolume, name, cross, rate=rate)
+    body = build_drain_reassignment(ctx.broker, logvolume, name, cross, rate=rate)
     try:
         ctx.api.create(REASSIGNMENTS, namespace, body)
     except KubeError as exc:

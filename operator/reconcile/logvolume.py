@@ -15,6 +15,15 @@ from dataclasses import replace
 from typing import Any
 
 from spindle.operator import specs
+from spindle.operator.decisions.release import LABEL_RELEASED
+from spindle.operator.decisions.storage_diff import ExistingVolume, diff_storage
+from spindle.operator.decisions.volume_state import (
+    BrokerUnreachable,
+    DirReport,
+    Evidence,
+    match_report,
+)
+from spindle.operator.decisions.volume_status import logvolume_status
 from spindle.operator.kube import (
     EVENTS,
     LOGVOLUMES,
@@ -31,14 +40,6 @@ from spindle.operator.quantity import quantity_bytes
 from spindle.operator.reconcile.context import Context
 from spindle.operator.reconcile.remediation import overlay
 from spindle.operator.specs import Obj
-from spindle.operator.specs.release import LABEL_RELEASED
-from spindle.operator.specs.volume_state import (
-    BrokerUnreachable,
-    DirReport,
-    Evidence,
-    match_report,
-)
-from spindle.operator.storage_diff import ExistingVolume, diff_storage
 
 
 def _volume_id(obj: Mapping[str, Any]) -> int | None:
@@ -121,7 +122,7 @@ def _health_events(ctx: Context, claim_name: str) -> list[dict[str, Any]]:
 
 
 def observe_volumes(ctx: Context) -> None:
-    """Gather each volume's evidence (``specs.volume_state``): the broker's DescribeLogDirs
+    """Gather each volume's evidence (``decisions.volume_state``): the broker's DescribeLogDirs
     answer, the claim, its PV, the claim's volume-health Events and the Pod's node. A broker
     that cannot be asked is recorded as such (it says nothing about its disks)."""
     reports: list[DirReport] = []
@@ -233,7 +234,7 @@ def volume_status(ctx: Context) -> None:
             else ctx.api.get(PVCS, namespace, specs.pvc_name(ctx.broker.name, volume.id))
         )
         current = live.get("status") or {}
-        wanted = specs.logvolume_status(
+        wanted = logvolume_status(
             volume,
             ctx.broker,
             current=current,

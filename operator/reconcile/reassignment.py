@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spindle.operator.brokers import BrokerError, ClusterAdmin, cluster_admin
+from spindle.operator.decisions import reassignment as plan
 from spindle.operator.kube import BROKERS, LOGVOLUMES, REASSIGNMENTS, KubeApi
 from spindle.operator.reconcile.context import EventSink, ResourcePass
 from spindle.operator.specs import Condition, merge_conditions
-from spindle.operator.specs import reassignment as plan
 from spindle.operator.specs.names import LABEL_CLUSTER
 
 FINALIZER = "spindle.io/rollback-on-delete"

@@ -19,7 +19,7 @@ Phases and what moves a Rebalance on:
   for its own review, as Strimzi's KafkaRebalance does with Cruise Control; only
   ``spec.autoApprove`` carries over to the new one.
 - ``Executing``: the plan's partitions are split into batches under the concurrency caps
-  (``spindle.operator.specs.proposal.batches``) and run as Reassignments ``<name>-1``,
+  (``spindle.operator.decisions.proposal.batches``) and run as Reassignments ``<name>-1``,
   ``<name>-2``, ... one after another; after the last, a preferred leader election over the
   partitions whose preferred leader the plan changed (the planner's ``election.json``; Kafka's
   ``kafka-leader-election --election-type preferred`` on the same list), so leadership lands
@@ -39,11 +39,12 @@ from typing import Any
 
 from spindle.operator import metrics
 from spindle.operator.brokers import BrokerError, cluster_admin
+from spindle.operator.decisions import proposal as proposals
 from spindle.operator.kube import REASSIGNMENTS, REBALANCES, KubeApi, KubeError
 from spindle.operator.reconcile.context import EventSink, ResourcePass
 from spindle.operator.specs import Condition, merge_conditions
 from spindle.operator.specs import planner as builders
-from spindle.operator.specs import proposal as proposals
+from spindle.operator.specs.reassignment import build_rebalance_reassignment
 from spindle.operator.workloads import planner
 
 APPROVE_ANNOTATION = "spindle.io/approve"
@@ -273,7 +274,7 @@ def executing(ctx: Pass) -> None:
         if ctx.spec.get("stop"):
             ctx.phase("Stopped", "Stopped", "stopped between batches")
             return
-        body = proposals.reassignment_body(ctx.body, index, batches[index - 1])
+        body = build_rebalance_reassignment(ctx.body, index, batches[index - 1])
         try:
             ctx.api.create(REASSIGNMENTS, ctx.ns, body)
         except KubeError as exc:

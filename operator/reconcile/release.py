@@ -8,7 +8,7 @@ storage diff refuses it otherwise, with the reason, and nothing is touched). The
   owner reference, see ``specs.pvc``), else keeps it, labelled ``spindle.io/released``, with
   its data;
 * keeps the LogVolume, labelled the same way, in state ``Released`` with ``claimKept`` saying
-  which (``specs.release``); the broker's Pod is replaced without the volume by the later
+  which (``decisions.release``); the broker's Pod is replaced without the volume by the later
   ``apply_pod`` step.
 
 ``reattach_released`` (before the claims are applied) undoes it when the volume id is declared
@@ -27,13 +27,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from spindle.operator import specs
-from spindle.operator.kube import LOGVOLUMES, PVCS
-from spindle.operator.reconcile.context import Context
-from spindle.operator.specs.release import (
+from spindle.operator.decisions.release import (
     LABEL_RELEASED,
     reattached_status,
     released_status,
 )
+from spindle.operator.kube import LOGVOLUMES, PVCS
+from spindle.operator.reconcile.context import Context
 
 
 def _volume_id(obj: Mapping[str, Any]) -> int | None:

@@ -1,5 +1,5 @@
 """The remediation step of a Broker's refresh: gather the facts, ask the pure decision
-(``specs.remediation.decide``), carry out the one action it names, keep its record.
+(``decisions.remediation.decide``), carry out the one action it names, keep its record.
 
 Runs after ``observe_volumes`` (the broker was just asked) and before ``volume_status``,
 which writes each LogVolume's status with the step's record, shown state and ``Remediating``
@@ -38,12 +38,7 @@ from typing import Any, Protocol
 
 from spindle.operator import metrics, specs
 from spindle.operator.brokers import BrokerError, gather_snapshot
-from spindle.operator.kube import BROKERS, PVCS, REASSIGNMENTS, KubeError
-from spindle.operator.reconcile.context import Context
-from spindle.operator.reconcile.roller import restart_pod
-from spindle.operator.specs import Obj
-from spindle.operator.specs.names import API_VERSION
-from spindle.operator.specs.remediation import (
+from spindle.operator.decisions.remediation import (
     ACTIVE_PHASES,
     SHOWN_STATE,
     TP,
@@ -53,14 +48,19 @@ from spindle.operator.specs.remediation import (
     decide,
     parse_time,
 )
-from spindle.operator.specs.remediation_settings import RemediationSettings
-from spindle.operator.specs.status import Condition, merge_conditions
-from spindle.operator.specs.volume_state import (
+from spindle.operator.decisions.remediation_settings import RemediationSettings
+from spindle.operator.decisions.volume_state import (
     BrokerUnreachable,
     Evidence,
     decide_state,
     find_failure,
 )
+from spindle.operator.kube import BROKERS, PVCS, REASSIGNMENTS, KubeError
+from spindle.operator.reconcile.context import Context
+from spindle.operator.reconcile.roller import restart_pod
+from spindle.operator.specs import Obj
+from spindle.operator.specs.names import API_VERSION
+from spindle.operator.specs.status import Condition, merge_conditions
 from spindle.rebalance.model import Goals, PlanError, SnapshotError, parse_snapshot
 from spindle.rebalance.pipeline import make_plan
 from spindle.rebalance.scope import Request

@@ -8,10 +8,16 @@ returns the complete desired object; the apply layer (``spindle.operator.kube``)
 whether the live object differs.
 
 One module per kind: ``broker`` (the validated custom resource), ``pvc``, ``configmap``,
-``service``, ``pod``, ``logvolume``; ``names`` holds the API group/version, labels and the
-naming rules, ``meta`` the metadata every owned object carries, ``status`` the conditions and
-phases written to status. The names below are re-exported so callers write
-``specs.build_pod(broker)``.
+``service``, ``pod``, ``logvolume``, ``reassignment`` (a drain's and a Rebalance's),
+``planner`` (the planner's Job); ``names`` holds the API group/version, labels and the
+naming rules, ``meta`` the metadata every owned object carries, ``status`` and
+``broker_status`` the conditions and phases written to a Broker's status. The names below are
+re-exported so callers write ``specs.build_pod(broker)``.
+
+What to do next from observed state (remediation, drain, reassignment progress, proposal
+validity, volume state and status, storage diff, release, the roll) is not built here: those
+are the pure state machines of ``spindle.operator.decisions``, which may read this package's
+types; nothing here imports a decision.
 """
 
 from spindle.operator.specs.broker import (
@@ -22,7 +28,7 @@ from spindle.operator.specs.broker import (
     log_dirs,
 )
 from spindle.operator.specs.configmap import build_configmap, server_properties
-from spindle.operator.specs.logvolume import build_logvolume, logvolume_status
+from spindle.operator.specs.logvolume import build_logvolume
 from spindle.operator.specs.meta import Obj, labels, owner_reference, spec_hash
 from spindle.operator.specs.names import (
     API_VERSION,
@@ -81,7 +87,6 @@ __all__ = [
     "labels",
     "log_dirs",
     "logvolume_name",
-    "logvolume_status",
     "merge_conditions",
     "mount_path",
     "owner_reference",

@@ -24,6 +24,11 @@ LABEL_BROKER = "spindle.io/broker"
 LABEL_BROKER_ID = "spindle.io/broker-id"
 LABEL_CLUSTER = "spindle.io/cluster"
 LABEL_VOLUME_ID = "spindle.io/volume-id"
+#: Label on a drain's Reassignment: the LogVolume it empties.
+DRAIN_LABEL = "spindle.io/drains"
+#: Label on a kept claim and on the LogVolume of a released volume: no longer the broker's
+#: (``kubectl get pvc,slv -l spindle.io/released``; ``decisions.release``).
+LABEL_RELEASED = "spindle.io/released"
 
 
 def pvc_name(broker: str, volume_id: int) -> str:

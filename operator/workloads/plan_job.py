@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from spindle.operator.brokers import gather_snapshot
+from spindle.operator.decisions.proposal import replica_moves
 from spindle.operator.kube import CONFIGMAPS, KubeApi, KubeError
 from spindle.operator.snapshot import SnapshotBuildError
-from spindle.operator.specs.proposal import replica_moves
 from spindle.rebalance import cli as planner_cli
 from spindle.rebalance.model import PlanError, SnapshotError
 

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 import pytest
 from spindle.operator import brokers
-from spindle.operator.specs.volume_state import BrokerUnreachable
+from spindle.operator.decisions.volume_state import BrokerUnreachable
 
 
 class FakeAdmin:

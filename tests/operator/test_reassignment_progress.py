@@ -6,9 +6,9 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from spindle.operator.decisions import reassignment as plan
+from spindle.operator.decisions.reassignment import ClusterView, DirInfo
 from spindle.operator.reconcile import reassignment as reconcile
-from spindle.operator.specs import reassignment as plan
-from spindle.operator.specs.reassignment import ClusterView, DirInfo
 
 A, B = "/data/a", "/data/b"
 KIB = 1024

@@ -14,10 +14,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from spindle.operator.decisions.volume_state import DirReport
 from spindle.operator.kube import BROKERS, LOGVOLUMES, PVCS, Resource
 from spindle.operator.reconcile import reconcile_broker, refresh_broker
 from spindle.operator.specs import BrokerSpec
-from spindle.operator.specs.volume_state import DirReport
 
 from .specs.bodies import broker_body
 

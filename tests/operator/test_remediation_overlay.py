@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from spindle.operator import metrics
+from spindle.operator.decisions.remediation import Step
 from spindle.operator.reconcile.context import Context
 from spindle.operator.reconcile.remediation import _count, broker_condition, overlay
 from spindle.operator.specs import BrokerSpec
-from spindle.operator.specs.remediation import Step
 from spindle.operator.specs.status import Condition
 
 from .specs.bodies import broker_body

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from spindle.operator import specs
+from spindle.operator.decisions.volume_state import DirReport, Evidence
+from spindle.operator.decisions.volume_status import LISTED_PARTITIONS, logvolume_status
 from spindle.operator.specs import BrokerSpec
-from spindle.operator.specs.logvolume import LISTED_PARTITIONS
-from spindle.operator.specs.volume_state import DirReport, Evidence
 
 
 def test_logvolume_names_its_broker_and_leaves_desired_state_to_the_user(
@@ -19,14 +19,14 @@ def test_logvolume_names_its_broker_and_leaves_desired_state_to_the_user(
 
 def test_logvolume_status_uses_claim_capacity_once_bound(broker: BrokerSpec) -> None:
     volume = broker.volumes[0]
-    pending = specs.logvolume_status(
+    pending = logvolume_status(
         volume, broker, current={}, pvc={"status": {"phase": "Pending"}}, generation=1, now="T"
     )
     assert pending["state"] == "Pending"
     assert pending["totalBytes"] == 2**30
     assert pending["usage"] == "?/1Gi"
     assert pending["path"] == "/var/lib/spindle/data-0"
-    bound = specs.logvolume_status(
+    bound = logvolume_status(
         volume,
         broker,
         current={"state": "Active", "usedBytes": 512 * 2**20},
@@ -55,7 +55,7 @@ def test_logvolume_status_lists_the_partitions_the_broker_reports_largest_first_
         total_bytes=2**30,
         partitions=sizes,
     )
-    status = specs.logvolume_status(
+    status = logvolume_status(
         broker.volumes[0], broker, current={}, pvc=None, generation=1, now="T",
         evidence=Evidence(report=report),
     )  # fmt: skip
@@ -66,7 +66,7 @@ def test_logvolume_status_lists_the_partitions_the_broker_reports_largest_first_
     ]
     assert listed == expected
     assert len(listed) == LISTED_PARTITIONS
-    offline = specs.logvolume_status(
+    offline = logvolume_status(
         broker.volumes[0], broker, current=status, pvc=None, generation=1, now="T",
         evidence=Evidence(report=DirReport("/var/lib/spindle/data-0", "KafkaStorageError")),
     )  # fmt: skip
@@ -79,7 +79,7 @@ def test_logvolume_status_shows_the_registered_directory_id_even_offline_and_kee
     path = "/var/lib/spindle/data-0"
 
     def status(report: DirReport, current: dict[str, object]) -> dict[str, object]:
-        return specs.logvolume_status(
+        return logvolume_status(
             broker.volumes[0], broker, current=current, pvc=None, generation=1, now="T",
             evidence=Evidence(report=report),
         )  # fmt: skip

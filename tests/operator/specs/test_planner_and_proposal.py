@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 import yaml
+from spindle.operator.decisions import proposal
+from spindle.operator.decisions.reassignment import ClusterView, DirInfo
 from spindle.operator.reconcile.rebalance import parse_duration
-from spindle.operator.specs import planner, proposal
-from spindle.operator.specs.reassignment import ClusterView, DirInfo
+from spindle.operator.specs import planner
+from spindle.operator.specs.reassignment import build_rebalance_reassignment
 from spindle.operator.workloads.plan_job import TEXT_LIMIT, decode, encode
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -240,7 +242,7 @@ def test_batches_keep_every_cap_and_every_partition_once() -> None:
 
 
 def test_a_batch_becomes_a_reassignment_owned_by_the_rebalance() -> None:
-    body = proposal.reassignment_body(
+    body = build_rebalance_reassignment(
         rebalance(throttle={"intraBrokerBytesPerSecond": 5}), 2, PLAN["partitions"][:1]
     )
     assert body["metadata"]["name"] == "rb-2"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import datetime
 
 import pytest
-from spindle.operator.specs import reassignment as plan
+from spindle.operator.decisions import reassignment as plan
+from spindle.operator.decisions.reassignment import ClusterView, DirInfo, Target
 from spindle.operator.specs.broker import SpecError
-from spindle.operator.specs.reassignment import ClusterView, DirInfo, Target
 
 A, B, C = "/data/a", "/data/b", "/data/c"
 MB = 1 << 20

@@ -21,9 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from spindle.operator.decisions.reassignment import ClusterView
 from spindle.operator.specs.meta import Obj
-from spindle.operator.specs.names import API_VERSION
-from spindle.operator.specs.reassignment import ClusterView
 
 #: The CRD's ``status.proposal.replicaMoves`` maxItems.
 MAX_LISTED_MOVES = 2000
@@ -181,48 +180,6 @@ def batches(
         out.append(batch)
         pending = left
     return out
-
-
-def reassignment_body(
-    rebalance: Mapping[str, Any], index: int, partitions: Sequence[Mapping[str, Any]]
-) -> Obj:
-    """Reassignment ``<rebalance>-<index>`` for one batch, owned by the Rebalance."""
-    meta = rebalance["metadata"]
-    spec = rebalance.get("spec") or {}
-    body: Obj = {
-        "apiVersion": API_VERSION,
-        "kind": "Reassignment",
-        "metadata": {
-            "name": f"{meta['name']}-{index}",
-            "namespace": meta["namespace"],
-            "labels": {"spindle.io/rebalance": meta["name"]},
-            "ownerReferences": [
-                {
-                    "apiVersion": API_VERSION,
-                    "kind": "Rebalance",
-                    "name": meta["name"],
-                    "uid": meta.get("uid", ""),
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": {
-            "cluster": spec["cluster"],
-            "partitions": [
-                {
-                    "topic": p["topic"],
-                    "partition": int(p["partition"]),
-                    "replicas": [int(b) for b in p["replicas"]],
-                    **({"logDirs": list(p["log_dirs"])} if p.get("log_dirs") else {}),
-                }
-                for p in partitions
-            ],
-        },
-    }
-    if spec.get("throttle"):
-        body["spec"]["throttle"] = dict(spec["throttle"])
-    return body
 
 
 def stale_moves(moves: Iterable[Mapping[str, Any]], view: ClusterView) -> list[str]:

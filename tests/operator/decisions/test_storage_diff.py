@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from spindle.operator.decisions.storage_diff import ExistingVolume, Growth, diff_storage
 from spindle.operator.quantity import quantity_bytes
 from spindle.operator.specs import VolumeSpec
-from spindle.operator.storage_diff import ExistingVolume, Growth, diff_storage
 
 GI = 2**30
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from spindle.operator import specs
-from spindle.operator.specs import BrokerSpec
-from spindle.operator.specs.volume_state import (
+from spindle.operator.decisions.volume_state import (
     DirReport,
     Evidence,
     find_failure,
     match_report,
 )
+from spindle.operator.decisions.volume_status import logvolume_status
+from spindle.operator.specs import BrokerSpec
 
 ONLINE = DirReport(
     "/var/lib/spindle/data-0",
@@ -32,7 +32,7 @@ BOUND: dict[str, Any] = {
 def status(
     broker: BrokerSpec, evidence: Evidence, current: Any = None, now: str = "2026-01-01T00:00:00Z"
 ) -> Any:
-    return specs.logvolume_status(
+    return logvolume_status(
         broker.volumes[0],
         broker,
         current=current or {},

@@ -43,8 +43,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from spindle.operator.decisions.remediation_settings import RemediationSettings
 from spindle.operator.specs.meta import Obj
-from spindle.operator.specs.remediation_settings import RemediationSettings
 from spindle.operator.specs.status import Condition
 
 TP = tuple[str, int]

@@ -1,20 +1,20 @@
-"""specs.drain: where a draining directory's replicas go, and the drain's progress."""
+"""decisions.drain: where a draining directory's replicas go, and the drain's progress."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
 
-from spindle.operator.specs import BrokerSpec
-from spindle.operator.specs.drain import (
+from spindle.operator.decisions.drain import (
     RESERVE_FRACTION,
-    build_reassignment,
     plan_cross,
     plan_intra,
     progress,
 )
-from spindle.operator.specs.reassignment import ClusterView, DirInfo
-from spindle.operator.specs.volume_state import DirReport
+from spindle.operator.decisions.reassignment import ClusterView, DirInfo
+from spindle.operator.decisions.volume_state import DirReport
+from spindle.operator.specs import BrokerSpec
+from spindle.operator.specs.reassignment import build_drain_reassignment
 
 MB = 2**20
 
@@ -130,7 +130,7 @@ def test_the_reassignment_is_owned_by_the_logvolume_and_throttled_when_asked() -
     sizes = {("t", 1): 4 * MB}
     cross, _ = plan_cross(1, [("t", 1)], sizes, _view(), closed={})
     lv = {"metadata": {"name": "b1-data-0", "uid": "lv-uid"}}
-    body = build_reassignment(broker, lv, "drain-b1-data-0", cross, rate=1000)
+    body = build_drain_reassignment(broker, lv, "drain-b1-data-0", cross, rate=1000)
     assert body["spec"] == {
         "cluster": "c1",
         "partitions": [{"topic": "t", "partition": 1, "replicas": [3], "logDirs": ["/x"]}],
@@ -139,7 +139,7 @@ def test_the_reassignment_is_owned_by_the_logvolume_and_throttled_when_asked() -
     (owner,) = body["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["name"], owner["uid"]) == ("LogVolume", "b1-data-0", "lv-uid")
     assert body["metadata"]["labels"]["spindle.io/drains"] == "b1-data-0"
-    assert "throttle" not in build_reassignment(broker, lv, "n", cross)["spec"]
+    assert "throttle" not in build_drain_reassignment(broker, lv, "n", cross)["spec"]
 
 
 def test_progress_counts_down_with_a_rate_and_eta_and_completes_at_zero() -> None:

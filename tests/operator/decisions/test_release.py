@@ -1,8 +1,8 @@
-"""specs.release: the status of a released LogVolume, and of one declared again."""
+"""decisions.release: the status of a released LogVolume, and of one declared again."""
 
 from __future__ import annotations
 
-from spindle.operator.specs.release import reattached_status, released_status
+from spindle.operator.decisions.release import reattached_status, released_status
 
 NOW = "2026-01-01T00:00:00Z"
 EMPTY = {

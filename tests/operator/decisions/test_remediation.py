@@ -9,11 +9,11 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from spindle.operator.decisions.remediation import Facts, PartitionState, Step, decide
+from spindle.operator.decisions.remediation_settings import RemediationError, RemediationSettings
 from spindle.operator.specs import BrokerSpec, SpecError
-from spindle.operator.specs.remediation import Facts, PartitionState, Step, decide
-from spindle.operator.specs.remediation_settings import RemediationError, RemediationSettings
 
-from .bodies import broker_body
+from ..specs.bodies import broker_body
 
 T0 = datetime.datetime(2026, 11, 24, 12, 0, 0, tzinfo=datetime.UTC)
 SETTINGS = RemediationSettings(max_failures=2, window_seconds=3600)

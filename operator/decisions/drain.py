@@ -26,20 +26,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from spindle.operator.specs.broker import BrokerSpec
-from spindle.operator.specs.meta import Obj, labels
-from spindle.operator.specs.names import API_VERSION
-from spindle.operator.specs.reassignment import (
+from spindle.operator.decisions.reassignment import (
     MIN_RATE_SECONDS,
     TP,
     ClusterView,
     probe_stamp,
     remaining_text,
 )
-from spindle.operator.specs.volume_state import DirReport
+from spindle.operator.decisions.volume_state import DirReport
+from spindle.operator.specs.meta import Obj
 
-#: Label on a drain's Reassignment: the LogVolume it empties.
-DRAIN_LABEL = "spindle.io/drains"
 #: Part of a directory's capacity a drain leaves free: a disk filled to the brim by a drain
 #: would fail the next write on it.
 RESERVE_FRACTION = 0.05
@@ -148,53 +144,6 @@ def plan_cross(
         paths = tuple(dest_path if b == dest_broker else "any" for b in new)
         cross[tp] = CrossMove(new, paths, size)
     return cross, stuck
-
-
-def build_reassignment(
-    broker: BrokerSpec,
-    logvolume: Mapping[str, Any],
-    name: str,
-    cross: Mapping[TP, CrossMove],
-    *,
-    rate: int | None = None,
-) -> Obj:
-    """The drain's Reassignment (Kafka's reassignment JSON as ``spec.partitions``), owned by
-    the draining LogVolume, throttled at ``rate`` bytes per second when given."""
-    meta = logvolume.get("metadata") or {}
-    spec: Obj = {
-        "cluster": broker.cluster,
-        "partitions": [
-            {"topic": t, "partition": p, "replicas": list(m.replicas), "logDirs": list(m.log_dirs)}
-            for (t, p), m in sorted(cross.items())
-        ],
-    }
-    if rate:
-        spec["throttle"] = {"interBrokerBytesPerSecond": int(rate)}
-    owners = (
-        [
-            {
-                "apiVersion": API_VERSION,
-                "kind": "LogVolume",
-                "name": meta["name"],
-                "uid": meta["uid"],
-                "controller": True,
-                "blockOwnerDeletion": False,
-            }
-        ]
-        if meta.get("uid") and meta.get("name")
-        else []
-    )
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "Reassignment",
-        "metadata": {
-            "name": name,
-            "namespace": broker.namespace,
-            "labels": labels(broker, {DRAIN_LABEL: str(meta.get("name") or "")}),
-            "ownerReferences": owners,
-        },
-        "spec": spec,
-    }
 
 
 def _parse(stamp: Any) -> datetime.datetime | None:

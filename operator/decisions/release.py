@@ -15,11 +15,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from spindle.operator.specs.meta import Obj
+from spindle.operator.specs.names import LABEL_RELEASED
 from spindle.operator.specs.status import Condition, merge_conditions
 
-#: Label on a kept claim and on the LogVolume of a released volume: no longer the broker's
-#: (``kubectl get pvc,slv -l spindle.io/released``).
-LABEL_RELEASED = "spindle.io/released"
+__all__ = ["LABEL_RELEASED", "LIVE_FIELDS", "reattached_status", "released_status"]
 #: Status fields that describe the live directory; a released one has none of them.
 LIVE_FIELDS = ("usedBytes", "usableBytes", "replicaCount", "cordoned", "failure", "drain")
 
