@@ -1,21 +1,32 @@
-"""The operator's one door to Kafka: every admin call the operator makes goes through here.
+"""The operator's one door to Kafka (its Kafka port): every admin call the operator makes.
 
 The rest of the operator speaks Kubernetes (``spindle.operator.kube``) or is pure; only this
 module imports a Kafka client (import-linter keeps it so), the way the operator talks to
-brokers only through their wire protocol, never their internals.
+brokers only through their wire protocol, never their internals. One port, two pieces:
+
+* ``Admin``: every admin call, on one kafka-python connection -- Metadata,
+  DescribeLogDirs and ListPartitionReassignments as one ``ClusterView``,
+  AlterPartitionReassignments, AlterReplicaLogDirs, ElectLeaders, DescribeConfigs and
+  IncrementalAlterConfigs (throttles, KIP-1066's ``cordoned.log.dirs``), Metadata as
+  partition states, DescribeLogDirs as one broker's ``DirReport`` s. Each call is retried with
+  backoff for what a broker restart or a controller move makes fail briefly, and a failure is
+  a ``BrokerError`` naming the call and the cluster (it goes into a condition as is);
+* ``AdminPool``: ``Admin`` connections kept per bootstrap list between passes (opening one
+  costs a bootstrap round of Metadata and ApiVersions, too much to pay every two seconds),
+  with the probe's short timeouts; a call that fails is retried on a new connection and
+  reported as ``BrokerUnreachable``. The probe loop, cordons, directory moves, remediation's
+  metadata and drains use it. ``cluster_admin`` opens one unpooled ``Admin`` with the longer
+  request timeout for a Reassignment's or Rebalance's pass.
+
+Why one module and not a ``ports/`` folder: the operator has exactly one Kafka port, and the
+import-linter contracts name it (``spindle.operator.brokers``); the Kubernetes port is
+``spindle.operator.kube``, the planner's is its facade.
 
 The planner's snapshot: ``gather_snapshot`` asks the live cluster three things and hands the
 answers to the pure builder in ``spindle.operator.snapshot``, which holds every rule about what
 the answers mean. kafka-python's admin client blocks, so kopf handlers use
-``gather_snapshot_async``, which runs it off the event loop.
-
-Reassignments: ``ClusterAdmin`` (opened with ``cluster_admin``) makes the calls
-``kafka-reassign-partitions`` makes -- Metadata + DescribeLogDirs + ListPartitionReassignments
-as one ``ClusterView``, AlterPartitionReassignments, AlterReplicaLogDirs, and the throttles
-through IncrementalAlterConfigs -- with a request timeout, a few retries with backoff for
-what a broker restart or a controller move makes fail briefly, and every failure raised as
-``BrokerError`` whose message names the call and the cluster (it goes into a condition as is).
-kafka-python (a maintained admin client with all of these calls since 3.0) does the wire.
+``gather_snapshot_async``, which runs it off the event loop. kafka-python (a maintained admin
+client with all of these calls since 3.0) does the wire.
 """
 
 from __future__ import annotations
@@ -105,10 +116,21 @@ def utc_now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-class ClusterAdmin:
-    """The calls a reassignment needs, on one admin connection (thread-confined: one
-    reconcile uses one). Open with ``cluster_admin``. ``clock`` stamps ``ClusterView``'s
-    ``described_at``."""
+#: Request timeout of the probe's calls (``AdminPool``): a probe runs every few seconds, so a
+#: broker that does not answer must not hold it up for kafka-python's default 30 s.
+PROBE_TIMEOUT_MS = 3_000
+#: Pauses between the tries of a failed pooled call (a broker restarting, a connection just
+#: dropped), each on a new connection.
+PROBE_BACKOFF_S = (0.2, 0.5)
+CORDONED_KEY = "cordoned.log.dirs"  # KIP-1066
+
+
+class Admin:
+    """Every admin call the operator makes, on one connection (thread-confined: one pass, or
+    one pooled call under its connection's lock, uses it). ``clock`` stamps the answers'
+    ``described_at``. ``backoff``: the pauses between the tries of a failed call, each failure
+    raised as ``BrokerError``; None for the pool's calls, which retry on a new connection
+    instead and get the client's own errors."""
 
     def __init__(
         self,
@@ -116,13 +138,17 @@ class ClusterAdmin:
         cluster: str,
         *,
         clock: Callable[[], datetime.datetime] = utc_now,
+        backoff: Sequence[float] | None = BACKOFF_S,
     ) -> None:
         self._client = client
         self._cluster = cluster
         self._clock = clock
+        self._backoff = backoff
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
-        for attempt, pause in enumerate((*BACKOFF_S, None)):
+        if self._backoff is None:
+            return fn()
+        for attempt, pause in enumerate((*self._backoff, None)):
             try:
                 return fn()
             except (kafka_errors.KafkaError, OSError) as exc:
@@ -276,6 +302,52 @@ class ClusterAdmin:
         if failed:
             raise BrokerError(f"throttles on cluster {self._cluster}: " + "; ".join(failed))
 
+    def cordoned_dirs(self, broker_id: int) -> list[str]:
+        """The broker's effective ``cordoned.log.dirs`` (KIP-1066), from DescribeConfigs."""
+        resource = ConfigResource(ConfigResourceType.BROKER, str(broker_id))
+        answer = self._call("DescribeConfigs", lambda: self._client.describe_configs([resource]))
+        entry = (answer.get("broker") or {}).get(str(broker_id)) or {}
+        value = (entry.get(CORDONED_KEY) or {}).get("value") or ""
+        return [p for p in str(value).split(",") if p.strip()]
+
+    def set_cordoned(self, broker_id: int, paths: Sequence[str]) -> None:
+        """IncrementalAlterConfigs of the broker's ``cordoned.log.dirs`` (DELETE when empty);
+        a refusal raises ``BrokerUnreachable`` with the broker's reason."""
+        op = (AlterConfigOp.SET, ",".join(paths)) if paths else (AlterConfigOp.DELETE, None)
+        resource = ConfigResource(ConfigResourceType.BROKER, str(broker_id), {CORDONED_KEY: op})
+        answer = self._call(
+            "IncrementalAlterConfigs",
+            lambda: self._client.alter_configs(
+                [resource], raise_on_unknown=False, incremental=True
+            ),
+        )
+        result = (answer.get("broker") or {}).get(str(broker_id))
+        if result not in (None, "OK") and getattr(result, "errno", 0) not in (0, None):
+            raise BrokerUnreachable(f"broker {broker_id} refused {CORDONED_KEY}: {result}")
+
+    def partition_states(self) -> dict[TP, PartitionState]:
+        """Metadata of every topic: each partition's replicas, ISR and offline replicas (those
+        in a failed, LOST directory) -- what remediation judges safety and rebuilding by."""
+        out: dict[TP, PartitionState] = {}
+        for topic in self._call("Metadata", self._client.describe_topics):
+            if int(topic.get("error_code") or 0) != 0:
+                continue
+            for p in topic.get("partitions") or ():
+                out[(str(topic["name"]), int(p["partition_index"]))] = PartitionState(
+                    replicas=tuple(int(b) for b in p.get("replica_nodes") or ()),
+                    isr=tuple(int(b) for b in p.get("isr_nodes") or ()),
+                    offline=tuple(int(b) for b in p.get("offline_replicas") or ()),
+                )
+        return out
+
+    def log_dirs(self, broker_id: int) -> list[Mapping[str, Any]]:
+        """DescribeLogDirs (all topics) sent to ``broker_id``: its directories as answered
+        (``dir_reports`` reads them)."""
+        answer = self._call(
+            "DescribeLogDirs", lambda: self._client.describe_log_dirs(brokers=[broker_id])
+        )
+        return [d for entry in answer for d in entry["log_dirs"]]
+
 
 def _op(value: str | None) -> tuple[AlterConfigOp, str | None]:
     return (AlterConfigOp.DELETE, None) if value is None else (AlterConfigOp.SET, value)
@@ -287,9 +359,10 @@ def cluster_admin(
     bootstrap_servers: str | Sequence[str],
     *,
     client_config: Mapping[str, Any] | None = None,
-) -> Iterator[ClusterAdmin]:
-    """An admin connection to ``cluster``; a cluster that cannot be reached is a
-    ``BrokerError`` naming the addresses tried."""
+) -> Iterator[Admin]:
+    """A pass's own ``Admin`` connection to ``cluster`` (the long request timeout, its calls
+    retried in place); a cluster that cannot be reached is a ``BrokerError`` naming the
+    addresses tried."""
     servers = [bootstrap_servers] if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
     try:
         client = KafkaAdminClient(
@@ -302,26 +375,15 @@ def cluster_admin(
             f"cluster {cluster} is not reachable at {', '.join(servers)}: {type(exc).__name__}"
         ) from exc
     try:
-        yield ClusterAdmin(client, cluster)
+        yield Admin(client, cluster)
     finally:
         client.close()
 
 
-# --- Log directories of one broker (LogVolume status) ------------------------------------
-
-#: Request timeout of the log-directory calls: a probe runs every few seconds, so a broker that
-#: does not answer must not hold it up for kafka-python's default 30 s.
-PROBE_TIMEOUT_MS = 3_000
-#: Pauses between the tries of a failed call (a broker restarting, a connection just dropped).
-PROBE_BACKOFF_S = (0.2, 0.5)
-CORDONED_KEY = "cordoned.log.dirs"  # KIP-1066
-
-
-class LogDirClients:
-    """Admin connections to brokers, kept between probes (opening one costs a bootstrap
-    round of Metadata and ApiVersions, too much to pay every two seconds). One lock per
-    connection: kopf's handler threads and the refresh loop share them. ``clock`` stamps each
-    ``DirReport``'s ``described_at``."""
+class AdminPool:
+    """``Admin`` connections kept per bootstrap list (see the module docstring), for the probe
+    loop and the steps it feeds. One lock per connection: kopf's handler threads and the
+    refresh loop share them. ``clock`` stamps each ``DirReport``'s ``described_at``."""
 
     def __init__(self, *, clock: Callable[[], datetime.datetime] = utc_now) -> None:
         self._clients: dict[str, tuple[threading.Lock, KafkaAdminClient]] = {}
@@ -360,19 +422,28 @@ class LogDirClients:
             with contextlib.suppress(Exception):
                 client.close()
 
-    def _call(self, servers: Sequence[str], what: str, fn: Callable[[KafkaAdminClient], T]) -> T:
-        """``fn`` on the connection to ``servers``, retried with backoff (the connection is
-        dropped and reopened after a failure); ``BrokerUnreachable`` naming ``what`` when every
-        try failed. A ``BrokerError`` (``ClusterAdmin``'s own calls, done with their retries)
-        drops the connection too: a kept client's cluster metadata can be minutes old and miss
-        a broker that restarted meanwhile (found on the node: every drain pass failed with
+    def run(
+        self,
+        servers: Sequence[str],
+        what: str,
+        fn: Callable[[Admin], T],
+        *,
+        cluster: str = "",
+        backoff: Sequence[float] | None = None,
+    ) -> T:
+        """``fn`` on the ``Admin`` of the kept connection to ``servers`` (``backoff``: its own
+        in-place retries, none by default), retried with backoff on a new connection after a
+        failure; ``BrokerUnreachable`` naming ``what`` when every try failed. A
+        ``BrokerError`` (an ``Admin`` call done with its in-place retries) drops the
+        connection too: a kept client's cluster metadata can be minutes old and miss a broker
+        that restarted meanwhile (found on the node: every drain pass failed with
         UnknownBrokerIdError for a broker whose Pod had been replaced, until a new client)."""
         last: BaseException | None = None
         for pause in (*PROBE_BACKOFF_S, None):
             try:
                 lock, client = self._client(servers)
                 with lock:
-                    return fn(client)
+                    return fn(Admin(client, cluster, clock=self._clock, backoff=backoff))
             except (kafka_errors.KafkaError, OSError, KeyError, ValueError, BrokerError) as exc:
                 last = exc
                 self._drop(servers)
@@ -384,96 +455,56 @@ class LogDirClients:
         )
 
     def cordoned_dirs(self, servers: Sequence[str], broker_id: int) -> list[str]:
-        """The broker's effective ``cordoned.log.dirs`` (KIP-1066), from DescribeConfigs."""
-
-        def read(client: KafkaAdminClient) -> list[str]:
-            resource = ConfigResource(ConfigResourceType.BROKER, str(broker_id))
-            answer = client.describe_configs([resource])
-            entry = (answer.get("broker") or {}).get(str(broker_id)) or {}
-            value = (entry.get(CORDONED_KEY) or {}).get("value") or ""
-            return [p for p in str(value).split(",") if p.strip()]
-
-        return self._call(servers, f"DescribeConfigs of broker {broker_id}", read)
+        what = f"DescribeConfigs of broker {broker_id}"
+        return self.run(servers, what, lambda admin: admin.cordoned_dirs(broker_id))
 
     def set_cordoned(self, servers: Sequence[str], broker_id: int, paths: Sequence[str]) -> None:
-        """IncrementalAlterConfigs of the broker's ``cordoned.log.dirs`` (DELETE when empty);
-        a refusal raises ``BrokerUnreachable`` with the broker's reason."""
-        op = (AlterConfigOp.SET, ",".join(paths)) if paths else (AlterConfigOp.DELETE, None)
-
-        def alter(client: KafkaAdminClient) -> Any:
-            resource = ConfigResource(ConfigResourceType.BROKER, str(broker_id), {CORDONED_KEY: op})
-            return client.alter_configs([resource], raise_on_unknown=False, incremental=True)
-
-        answer = self._call(servers, f"IncrementalAlterConfigs of broker {broker_id}", alter)
-        result = (answer.get("broker") or {}).get(str(broker_id))
-        if result not in (None, "OK") and getattr(result, "errno", 0) not in (0, None):
-            raise BrokerUnreachable(f"broker {broker_id} refused {CORDONED_KEY}: {result}")
+        what = f"IncrementalAlterConfigs of broker {broker_id}"
+        self.run(servers, what, lambda admin: admin.set_cordoned(broker_id, paths))
 
     def move_replicas(
         self, servers: Sequence[str], broker_id: int, moves: Mapping[tuple[str, int], str]
     ) -> dict[tuple[str, int], str]:
         """AlterReplicaLogDirs on ``broker_id``: each (topic, partition) to a directory; the
         replicas the broker refused, by error name."""
-        request = {TopicPartitionReplica(t, p, broker_id): d for (t, p), d in moves.items()}
-        answer = self._call(
+        request = {(t, p, broker_id): d for (t, p), d in moves.items()}
+        refused = self.run(
             servers,
             f"AlterReplicaLogDirs on broker {broker_id}",
-            lambda client: client.alter_replica_log_dirs(request),
+            lambda admin: admin.alter_log_dirs(request),
         )
-        return {
-            (r.topic, r.partition): name
-            for r, err in answer.items()
-            if (name := _error_name(err)) is not None
-        }
+        return {(t, p): name for (t, p, _b), name in refused.items()}
 
     def cluster_view(
         self, servers: Sequence[str], cluster: str, topics: Sequence[str]
     ) -> ClusterView:
-        """``ClusterAdmin.view`` (Metadata, every broker's DescribeLogDirs, the reassignments
-        in flight) on the kept connection; ``BrokerUnreachable`` when it cannot be had."""
-        try:
-            return self._call(
-                servers,
-                f"the view of cluster {cluster}",
-                lambda client: ClusterAdmin(client, cluster).view(topics or None),
-            )
-        except BrokerError as exc:
-            raise BrokerUnreachable(str(exc)) from exc
+        """``Admin.view`` (Metadata, every broker's DescribeLogDirs, the reassignments in
+        flight) on the kept connection, each call retried in place too;
+        ``BrokerUnreachable`` when it cannot be had."""
+        return self.run(
+            servers,
+            f"the view of cluster {cluster}",
+            lambda admin: admin.view(topics or None),
+            cluster=cluster,
+            backoff=BACKOFF_S,
+        )
 
     def partition_states(self, servers: Sequence[str]) -> dict[TP, PartitionState]:
-        """Metadata of every topic: each partition's replicas, ISR and offline replicas (those
-        in a failed, LOST directory) -- what remediation judges safety and rebuilding by."""
-
-        def read(client: KafkaAdminClient) -> dict[TP, PartitionState]:
-            out: dict[TP, PartitionState] = {}
-            for topic in client.describe_topics():
-                if int(topic.get("error_code") or 0) != 0:
-                    continue
-                for p in topic.get("partitions") or ():
-                    out[(str(topic["name"]), int(p["partition_index"]))] = PartitionState(
-                        replicas=tuple(int(b) for b in p.get("replica_nodes") or ()),
-                        isr=tuple(int(b) for b in p.get("isr_nodes") or ()),
-                        offline=tuple(int(b) for b in p.get("offline_replicas") or ()),
-                    )
-            return out
-
-        return self._call(servers, "Metadata", read)
+        return self.run(servers, "Metadata", lambda admin: admin.partition_states())
 
     def describe_dirs(self, servers: Sequence[str], broker_id: int) -> list[DirReport]:
         """DescribeLogDirs (all topics) sent to ``broker_id``: each directory with its error,
         replica count, bytes used by replicas (future replicas excluded: they are copies in
         flight), from v4 the file system's total and usable bytes, and whether the broker's
         ``cordoned.log.dirs`` names it. ``BrokerUnreachable`` when it cannot be asked."""
-        answer = self._call(
+        answer = self.run(
             servers,
             f"DescribeLogDirs to broker {broker_id}",
-            lambda client: client.describe_log_dirs(brokers=[broker_id]),
+            lambda admin: admin.log_dirs(broker_id),
         )
         described_at = self._clock()  # before the cordoned.log.dirs read: the sizes' time
         cordoned = set(self.cordoned_dirs(servers, broker_id))
-        return [
-            _dir_report(d, cordoned, described_at) for entry in answer for d in entry["log_dirs"]
-        ]
+        return [_dir_report(d, cordoned, described_at) for d in answer]
 
 
 def _dir_report(

@@ -28,7 +28,7 @@ from typing import Any
 
 import kopf
 from spindle.operator import handlers, metrics, registry, specs
-from spindle.operator.brokers import LogDirClients
+from spindle.operator.brokers import AdminPool
 from spindle.operator.decisions.reassignment import ClusterView
 from spindle.operator.decisions.remediation_settings import RemediationSettings
 from spindle.operator.decisions.volume_state import (
@@ -132,7 +132,7 @@ def bootstrap_servers(broker: BrokerSpec, overrides: Mapping[str, str]) -> list[
 
 @kopf.on.startup()
 def start_probes(memo: kopf.Memo, **_: Any) -> None:
-    clients = LogDirClients()
+    clients = AdminPool()
     overrides: Mapping[str, str] = memo.get("bootstrap") or {}
 
     last: dict[tuple[str, str], list[DirReport] | BrokerUnreachable] = {}
@@ -199,7 +199,7 @@ def stop_probes(memo: kopf.Memo, **_: Any) -> None:
     if isinstance(loop, ProbeLoop):
         loop.stop()
     clients = memo.get("logdir_clients")
-    if isinstance(clients, LogDirClients):
+    if isinstance(clients, AdminPool):
         clients.close()
 
 

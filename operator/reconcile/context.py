@@ -61,7 +61,7 @@ class Mover(Protocol):
 
 
 class Viewer(Protocol):
-    """The broker's cluster as ``ClusterAdmin.view`` sees it (Metadata of ``topics``, every
+    """The broker's cluster as ``Admin.view`` sees it (Metadata of ``topics``, every
     broker's DescribeLogDirs, reassignments in flight); ``BrokerUnreachable`` when it cannot."""
 
     def __call__(self, broker: BrokerSpec, topics: Sequence[str]) -> ClusterView: ...

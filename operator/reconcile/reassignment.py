@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spindle.operator.brokers import BrokerError, ClusterAdmin, cluster_admin
+from spindle.operator.brokers import Admin, BrokerError, cluster_admin
 from spindle.operator.decisions import reassignment as plan
 from spindle.operator.kube import BROKERS, LOGVOLUMES, REASSIGNMENTS, KubeApi
 from spindle.operator.reconcile.context import EventSink, ResourcePass
@@ -54,7 +54,7 @@ class Pass(ResourcePass):
 
     api: KubeApi
     body: Mapping[str, Any]
-    admin: ClusterAdmin
+    admin: Admin
     now: datetime.datetime
     emit: EventSink
     spec: plan.ReassignmentSpec
