@@ -9,12 +9,15 @@ Spindle broker writes its directories' paths beside their ids in its own registr
 broker starts: a replaced, empty directory registers its new id), and this module reads that
 record -- the same metadata the controller places replicas by, so the id shown is the one the
 cluster's assignments name. It is the operator's only read of etcd, and it never writes.
+The key layout and the record's field are not repeated here: both are the contract module
+``spindle.broker.common.registration``, which the broker writes by and this module reads by.
 
 One call, ``directory_ids``, over etcd's JSON gateway (``POST /v3/kv/range``, built into every
 etcd server). Hand-written with the standard library for the broker's reason
 (``spindle.broker.controller.etcd``): one small request needs no gRPC stubs or client
 library, and the maintained Python etcd clients are gRPC-based. The operator may not import
-the broker's client (import-linter: the operator talks to brokers only through their client).
+the broker's etcd client (import-linter: of the broker, the operator imports only
+``spindle.broker.common``).
 Blocking (urllib): it is called from the probe loop's worker threads.
 """
 
@@ -25,31 +28,27 @@ import json
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-#: The broker's own default of ``spindle.etcd.prefix`` (``spindle.broker.server.config``),
-#: for a Broker whose config does not set it.
-DEFAULT_PREFIX = "/spindle/cluster"
+from spindle.broker.common.registration import (
+    DEFAULT_PREFIX,
+    directory_ids_by_path,
+    registration_key,
+)
+
+__all__ = [
+    "DEFAULT_PREFIX",
+    "DirectoryIdReader",
+    "RegistryUnavailable",
+    "directory_ids",
+    "directory_ids_by_path",
+    "registration_key",
+]
 
 
 class RegistryUnavailable(RuntimeError):
     """The registration could not be read; the message says from where and why."""
-
-
-def registration_key(prefix: str, broker_id: int) -> bytes:
-    """The broker's registration key (``spindle.broker.controller.session``)."""
-    return f"{prefix.rstrip('/')}/brokers/{broker_id}".encode()
-
-
-def parse_directory_paths(value: bytes) -> dict[str, str]:
-    """path -> directory id from a registration record's JSON (``directory_paths``: id ->
-    path). A record from a broker that does not write paths gives nothing."""
-    data = json.loads(value)
-    paths = data.get("directory_paths") or {}
-    if not isinstance(paths, Mapping):
-        raise ValueError(f"directory_paths is {type(paths).__name__}, not a mapping")
-    return {str(path): str(dir_id) for dir_id, path in paths.items()}
 
 
 def directory_ids(
@@ -80,7 +79,7 @@ def directory_ids(
         if not kvs:
             return {}
         try:
-            return parse_directory_paths(base64.b64decode(kvs[0]["value"]))
+            return directory_ids_by_path(base64.b64decode(kvs[0]["value"]))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise RegistryUnavailable(
                 f"registration {key.decode()} at {endpoint} is not readable: {exc}"

@@ -30,6 +30,7 @@ import math
 from dataclasses import replace
 
 from spindle.broker.common.errors import ErrorCode, KafkaError
+from spindle.broker.common.registration import registration_key
 
 from .etcd import CompareCreate, EtcdClient, EtcdError, Get, LeaseNotFound, Put
 from .model import BrokerRegistration, BrokerSession
@@ -61,7 +62,7 @@ class BrokerLifecycle:
         self._client = client
         base = prefix.rstrip("/")
         self.registration = registration
-        self.reg_key = f"{base}/brokers/{registration.node_id}".encode()
+        self.reg_key = registration_key(prefix, registration.node_id)
         self.session_key = f"{base}/sessions/{registration.node_id}".encode()
         self.ttl_s = max(1, math.ceil(session_timeout_ms / 1000))
         self.heartbeat_s = heartbeat_interval_ms / 1000

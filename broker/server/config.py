@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 from spindle.broker.common.properties import parse_properties
+from spindle.broker.common.registration import DEFAULT_PREFIX
 from spindle.broker.group.settings import GroupSettings
 from spindle.broker.storage.settings import StorageSettings
 
@@ -72,7 +73,7 @@ class BrokerSettings(GroupSettings):
         description="etcd client URL(s) holding cluster metadata (Spindle-specific).",
     )
     etcd_prefix: str = Field(
-        "/spindle/cluster",
+        DEFAULT_PREFIX,
         alias="spindle.etcd.prefix",
         description="Key prefix of this cluster's metadata in etcd (Spindle-specific).",
     )

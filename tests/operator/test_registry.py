@@ -10,6 +10,8 @@ import socket
 from typing import Any
 
 import pytest
+from spindle.broker.controller.model import BrokerRegistration
+from spindle.broker.controller.session import BrokerLifecycle
 from spindle.operator import registry
 
 
@@ -19,18 +21,26 @@ def test_a_registration_gives_each_path_its_directory_id() -> None:
         "directories": ["AAAAAAAAAAAAAAAAAAAAAQ", "BBBBBBBBBBBBBBBBBBBBBQ"],
         "directory_paths": {"AAAAAAAAAAAAAAAAAAAAAQ": "/d/0", "BBBBBBBBBBBBBBBBBBBBBQ": "/d/1"},
     }
-    assert registry.parse_directory_paths(json.dumps(record).encode()) == {
+    assert registry.directory_ids_by_path(json.dumps(record).encode()) == {
         "/d/0": "AAAAAAAAAAAAAAAAAAAAAQ",
         "/d/1": "BBBBBBBBBBBBBBBBBBBBBQ",
     }
     # A broker that does not write paths: no ids, not an error.
-    assert registry.parse_directory_paths(b'{"node_id": 1, "directories": ["x"]}') == {}
+    assert registry.directory_ids_by_path(b'{"node_id": 1, "directories": ["x"]}') == {}
     with pytest.raises(ValueError, match="not a mapping"):
-        registry.parse_directory_paths(b'{"directory_paths": ["x"]}')
+        registry.directory_ids_by_path(b'{"directory_paths": ["x"]}')
 
 
 def test_the_key_is_the_brokers_own_registration_key() -> None:
     assert registry.registration_key("/spindle/demo/", 3) == b"/spindle/demo/brokers/3"
+    # The broker registers under the contract's key, and its record reads back by it.
+    lifecycle = BrokerLifecycle(
+        None,  # type: ignore[arg-type]  # only stored: nothing is sent here
+        prefix="/spindle/demo/",
+        registration=BrokerRegistration(3, "h", 9092, None, ["A"], {"A": "/d/0"}),
+    )
+    assert lifecycle.reg_key == registry.registration_key("/spindle/demo/", 3)
+    assert registry.directory_ids_by_path(lifecycle.registration.to_json()) == {"/d/0": "A"}
 
 
 def test_an_etcd_nobody_listens_on_is_reported_with_where_it_was_asked() -> None:
