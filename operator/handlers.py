@@ -15,7 +15,13 @@ event handler passes one as soon as it is created or its spec changes or it is b
 deleted, and remembers the unfinished ones; one watcher thread passes each unfinished one
 every ``WATCH_SECONDS``. After a restart kopf lists every Reassignment again, so the watcher
 resumes exactly the unfinished ones (their state is in their status, nothing starts twice).
-The only finalizer is the reconciler's own, present while data moves.
+The only finalizer is the reconciler's own, present while data moves. These kinds are a
+registry keyed by kind (``PASS_KINDS``: the resource, its final phases, its reconciler, its
+metrics); the event handler and the watcher serve every entry the same way.
+
+What every handler shares (the Kubernetes client, the pooled Kafka admin client, locks, the
+probe's answers, the settings) is the ``Wiring`` in kopf's memo, made by the composition root
+``spindle.operator.wiring`` in the one start-up handler, ``configure``.
 """
 
 from __future__ import annotations
@@ -24,18 +30,28 @@ import datetime
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
 from spindle.operator import metrics, specs
 from spindle.operator.decisions.reassignment import FINAL_PHASES
-from spindle.operator.kube import BROKERS, REASSIGNMENTS, REBALANCES, KubeApi, KubeError, post_event
-from spindle.operator.reconcile import reconcile_broker, refresh_broker
+from spindle.operator.kube import (
+    BROKERS,
+    REASSIGNMENTS,
+    REBALANCES,
+    KubeApi,
+    KubeError,
+    Resource,
+    post_event,
+)
+from spindle.operator.reconcile import EventSink, reconcile_broker, refresh_broker
 from spindle.operator.reconcile.reassignment import bootstrap_for, reconcile_reassignment
 from spindle.operator.reconcile.rebalance import FINAL as REBALANCE_FINAL
 from spindle.operator.reconcile.rebalance import reconcile_rebalance
 from spindle.operator.specs import SpecError
+from spindle.operator.wiring import Wiring
 
 OWNED = {"app.kubernetes.io/managed-by": specs.MANAGED_BY}
 # A failed reconcile (API server briefly unavailable, a conflict) is retried this much later
@@ -45,41 +61,23 @@ RETRY_SECONDS = 10.0
 WATCH_SECONDS = 2.0
 
 
-class BrokerLocks:
-    """One lock per Broker, so that reconciles of one Broker never overlap (kopf runs sync
-    handlers in a thread pool, and a Broker's own events and its owned objects' events may
-    arrive together)."""
-
-    def __init__(self) -> None:
-        self._locks: dict[tuple[str, str], threading.Lock] = {}
-        self._guard = threading.Lock()
-
-    def __call__(self, namespace: str, name: str) -> threading.Lock:
-        with self._guard:
-            return self._locks.setdefault((namespace, name), threading.Lock())
-
-
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _api(memo: kopf.Memo) -> KubeApi:
-    api = memo.get("api")
-    if not isinstance(api, KubeApi):
-        raise kopf.TemporaryError(
-            "the Kubernetes API client is not set up yet", delay=RETRY_SECONDS
-        )
-    return api
+def wiring(memo: Mapping[str, Any]) -> Wiring:
+    """The operator's ``Wiring`` (``configure`` builds it at start-up)."""
+    wired = memo.get("wiring")
+    if not isinstance(wired, Wiring):
+        raise kopf.TemporaryError("the operator is not wired up yet", delay=RETRY_SECONDS)
+    return wired
 
 
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     """Keep kopf's bookkeeping in ``spindle.io`` annotations: the status schemas are
-    structural, so kopf's default ``status.kopf`` would be pruned by the API server.
-
-    The API client and the per-Broker locks go into kopf's memo, which kopf hands (shallow
-    copied, so shared) to every handler: no module-global state, and a second operator in the
-    same process (tests) gets its own."""
+    structural, so kopf's default ``status.kopf`` would be pruned by the API server. Then
+    wire the operator up (``wiring``, the composition root) and start the watcher."""
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="spindle.io")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix="spindle.io", key="last-handled-configuration"
@@ -89,30 +87,23 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     # the operator's own log.
     logging.getLogger("kafka").setLevel(logging.WARNING)
     settings.execution.max_workers = 4
-    memo.api = KubeApi.from_environment()
-    memo.locks = BrokerLocks()
-    memo.reassignment_locks = BrokerLocks()
-    memo.unfinished = set()
-    memo.setdefault("bootstrap", {})
-    memo.setdefault("planner_image", "spindle:latest")
-    memo.watcher_stop = threading.Event()
+    wired = Wiring.from_memo(memo)
+    memo.wiring = wired
     threading.Thread(
-        target=_watch_reassignments, args=(memo,), name="reassignment-watcher", daemon=True
+        target=_watch_passes, args=(wired,), name="reassignment-watcher", daemon=True
     ).start()
 
 
 @kopf.on.cleanup()
 def close(memo: kopf.Memo, **_: Any) -> None:
-    stop = memo.get("watcher_stop")
-    if isinstance(stop, threading.Event):
-        stop.set()
-    api = memo.pop("api", None)
-    if isinstance(api, KubeApi):
-        api.close()
+    wired = memo.get("wiring")
+    if isinstance(wired, Wiring):
+        wired.watcher_stop.set()
+        wired.api.close()
 
 
 def reconcile_by_name(
-    memo: kopf.Memo,
+    memo: Mapping[str, Any],
     namespace: str,
     name: str,
     logger: logging.Logger | logging.LoggerAdapter[Any],
@@ -123,27 +114,27 @@ def reconcile_by_name(
 
     ``refresh``: only observe and write status (``reconcile.refresh_broker``, the periodic
     probe of ``volume_handlers``), and skip the Broker if a reconcile of it is running."""
-    api = _api(memo)
-    lock = memo.locks(namespace, name)
+    wired = wiring(memo)
+    lock = wired.broker_locks(namespace, name)
     if not lock.acquire(blocking=not refresh):
         return
     started = time.monotonic()
     try:
-        _reconcile_locked(api, memo, namespace, name, logger, refresh=refresh)
+        _reconcile_locked(wired, namespace, name, logger, refresh=refresh)
     finally:
         lock.release()
         metrics.observe_reconcile("Broker", time.monotonic() - started)
 
 
 def _reconcile_locked(
-    api: KubeApi,
-    memo: kopf.Memo,
+    wired: Wiring,
     namespace: str,
     name: str,
     logger: logging.Logger | logging.LoggerAdapter[Any],
     *,
     refresh: bool,
 ) -> None:
+    api = wired.api
     body = api.get(BROKERS, namespace, name)
     if body is None or body["metadata"].get("deletionTimestamp"):
         return
@@ -158,14 +149,12 @@ def _reconcile_locked(
 
     # What the probe loop (volume_handlers) last heard from the broker: a reconcile holding
     # this Broker's lock never waits on a broker (an unreachable one costs seconds).
-    probe = memo.get("last_probe")
-    # What both passes take from the operator's memo (the probe loop's clients and answers).
-    shared = {k: memo.get(k) for k in ("failed_pvs", "cordon", "move", "cluster_view",
-                                        "config_defaults")}  # fmt: skip
+    probe = wired.last_probe
+    shared = wired.broker_steps()
     try:
-        if refresh and probe is not None:
+        if refresh:
             ctx = refresh_broker(
-                api, body, now=now, emit=emit, probe=probe, remediator=memo.get("remediator"),
+                api, body, now=now, emit=emit, probe=probe, remediator=wired.remediator,
                 **shared,
             )  # fmt: skip
         else:
@@ -224,7 +213,7 @@ def owned_changed(
 
 def _emitter(
     api: KubeApi, body: Mapping[str, Any], logger: logging.Logger | logging.LoggerAdapter[Any]
-) -> Any:
+) -> EventSink:
     def emit(type_: str, reason: str, message: str) -> None:
         logger.info("%s %s: %s", type_, reason, message)
         try:
@@ -235,61 +224,90 @@ def _emitter(
     return emit
 
 
+@dataclass(frozen=True)
+class PassKind:
+    """A kind passed by the event handler and the watcher until its status is final: how to
+    read one, how to pass it (its reconciler), what is final, and what the metrics hear."""
+
+    kind: str
+    resource: Resource
+    final: frozenset[str]
+    #: One pass: the reconciler's call, the new status back.
+    run: Callable[[Wiring, Mapping[str, Any], datetime.datetime, EventSink], Mapping[str, Any]]
+    #: After a pass (namespace, name, status, finished) and when the object is gone (None).
+    record: Callable[[str, str, Mapping[str, Any] | None, bool], None] = lambda *_: None
+
+
+def _pass_reassignment(
+    wired: Wiring, body: Mapping[str, Any], now: datetime.datetime, emit: EventSink
+) -> Mapping[str, Any]:
+    return reconcile_reassignment(
+        wired.api, body, now=now, emit=emit, bootstrap=wired.settings.bootstrap
+    )
+
+
+def _record_reassignment(
+    namespace: str, name: str, status: Mapping[str, Any] | None, finished: bool
+) -> None:
+    left = 0
+    if status is not None and not finished:
+        left = int(status.get("bytesTotal") or 0) - int(status.get("bytesDone") or 0)
+    metrics.record_moving("reassignment", (namespace, name), left)
+
+
+def _pass_rebalance(
+    wired: Wiring, body: Mapping[str, Any], now: datetime.datetime, emit: EventSink
+) -> Mapping[str, Any]:
+    namespace = body["metadata"]["namespace"]
+    cluster = (body.get("spec") or {}).get("cluster", "")
+    return reconcile_rebalance(
+        wired.api,
+        body,
+        now=now,
+        emit=emit,
+        image=wired.settings.planner_image,
+        bootstrap=bootstrap_for(wired.api, namespace, cluster, wired.settings.bootstrap),
+    )
+
+
+#: The kinds passed until final, by plural (kopf's ``resource.plural``). Adding a kind that
+#: runs to completion: its reconciler module in ``reconcile/`` and one entry here.
+PASS_KINDS: dict[str, PassKind] = {
+    "reassignments": PassKind(
+        "Reassignment", REASSIGNMENTS, FINAL_PHASES, _pass_reassignment, _record_reassignment
+    ),
+    "rebalances": PassKind("Rebalance", REBALANCES, REBALANCE_FINAL, _pass_rebalance),
+}
+
+
 def pass_once(
-    memo: kopf.Memo,
-    kind: str,
+    wired: Wiring,
+    plural: str,
     namespace: str,
     name: str,
     logger: logging.Logger | logging.LoggerAdapter[Any],
 ) -> None:
     """One pass over a Reassignment or Rebalance as it is now; remembered while unfinished."""
-    api = _api(memo)
-    key = (kind, namespace, name)
+    kind = PASS_KINDS[plural]
+    key = (plural, namespace, name)
     started = time.monotonic()
-    with memo.reassignment_locks(kind + "/" + namespace, name):
+    with wired.pass_locks(plural + "/" + namespace, name):
         now = datetime.datetime.now(datetime.UTC)
-        if kind == "reassignments":
-            body = api.get(REASSIGNMENTS, namespace, name)
-            if body is None:
-                memo.unfinished.discard(key)
-                metrics.record_moving("reassignment", (namespace, name), 0)
-                return
-            status = reconcile_reassignment(
-                api, body, now=now, emit=_emitter(api, body, logger), bootstrap=memo.bootstrap
-            )
-            finished = status.get("phase") in FINAL_PHASES
-            left = int(status.get("bytesTotal") or 0) - int(status.get("bytesDone") or 0)
-            metrics.record_moving("reassignment", (namespace, name), 0 if finished else left)
-        else:
-            body = api.get(REBALANCES, namespace, name)
-            if body is None:
-                memo.unfinished.discard(key)
-                return
-            cluster = (body.get("spec") or {}).get("cluster", "")
-            status = reconcile_rebalance(
-                api,
-                body,
-                now=now,
-                emit=_emitter(api, body, logger),
-                image=memo.planner_image,
-                bootstrap=bootstrap_for(api, namespace, cluster, memo.bootstrap),
-            )
-            finished = status.get("phase") in REBALANCE_FINAL
+        body = wired.api.get(kind.resource, namespace, name)
+        if body is None:
+            wired.unfinished.discard(key)
+            kind.record(namespace, name, None, True)
+            return
+        status = kind.run(wired, body, now, _emitter(wired.api, body, logger))
+        finished = status.get("phase") in kind.final
+        kind.record(namespace, name, status, finished)
         if finished:
-            memo.unfinished.discard(key)
+            wired.unfinished.discard(key)
         else:
-            memo.unfinished.add(key)
-    metrics.observe_reconcile(
-        "Reassignment" if kind == "reassignments" else "Rebalance", time.monotonic() - started
-    )
+            wired.unfinished.add(key)
+    metrics.observe_reconcile(kind.kind, time.monotonic() - started)
 
 
-#: Final phases of the two kinds ``progress_event`` takes, by plural.
-FINAL_BY_KIND = {"reassignments": FINAL_PHASES, "rebalances": REBALANCE_FINAL}
-
-
-@kopf.on.event(specs.GROUP, specs.VERSION, "reassignments")
-@kopf.on.event(specs.GROUP, specs.VERSION, "rebalances")
 def progress_event(
     event: Mapping[str, Any],
     body: Mapping[str, Any],
@@ -304,26 +322,31 @@ def progress_event(
     when new, changed (``spec.cancel``, ``spec.approve``, ``spec.stop``, the approve
     annotation), being deleted, or first seen by this operator (start-up); its own status
     writes are left to the watcher."""
-    kind = resource.plural
-    key = (kind, namespace or "default", name)
+    wired = wiring(memo)
+    plural = resource.plural
+    key = (plural, namespace or "default", name)
     if event.get("type") == "DELETED":
-        memo.unfinished.discard(key)
+        wired.unfinished.discard(key)
         return
     meta, status = body.get("metadata") or {}, body.get("status") or {}
     changed = status.get("observedGeneration") != meta.get("generation")
     approve = (meta.get("annotations") or {}).get("spindle.io/approve")
-    if status.get("phase") in FINAL_BY_KIND[kind] and not changed:
+    if status.get("phase") in PASS_KINDS[plural].final and not changed:
         return
-    if changed or meta.get("deletionTimestamp") or approve or key not in memo.unfinished:
-        pass_once(memo, kind, key[1], name, logger)
+    if changed or meta.get("deletionTimestamp") or approve or key not in wired.unfinished:
+        pass_once(wired, plural, key[1], name, logger)
 
 
-def _watch_reassignments(memo: kopf.Memo) -> None:
+for _plural in PASS_KINDS:
+    kopf.on.event(specs.GROUP, specs.VERSION, _plural)(progress_event)
+
+
+def _watch_passes(wired: Wiring) -> None:
     """Every ``WATCH_SECONDS``, one pass over each unfinished Reassignment and Rebalance."""
     logger = logging.getLogger("spindle.operator.watcher")
-    while not memo.watcher_stop.wait(WATCH_SECONDS):
-        for kind, namespace, name in sorted(memo.unfinished.copy()):
+    while not wired.watcher_stop.wait(WATCH_SECONDS):
+        for plural, namespace, name in sorted(wired.unfinished.copy()):
             try:
-                pass_once(memo, kind, namespace, name, logger)
+                pass_once(wired, plural, namespace, name, logger)
             except Exception:  # one failing pass must not stop the watcher
-                logger.exception("pass over %s %s/%s failed", kind, namespace, name)
+                logger.exception("pass over %s %s/%s failed", plural, namespace, name)

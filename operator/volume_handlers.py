@@ -21,25 +21,20 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
 from typing import Any
 
 import kopf
-from spindle.operator import handlers, metrics, registry, specs
-from spindle.operator.brokers import AdminPool
-from spindle.operator.decisions.reassignment import ClusterView
-from spindle.operator.decisions.remediation_settings import RemediationSettings
+from spindle.operator import handlers, metrics, specs
 from spindle.operator.decisions.volume_state import (
     HEALTH_ABNORMAL,
     HEALTH_NORMAL,
     BrokerUnreachable,
-    DirReport,
 )
-from spindle.operator.kube import BROKERS, PVCS, KubeApi, KubeError
-from spindle.operator.reconcile.remediation import Remediator, fix_offline_plan
-from spindle.operator.specs import BrokerSpec, SpecError
+from spindle.operator.kube import BROKERS, PVCS, KubeError
+from spindle.operator.specs import SpecError
+from spindle.operator.wiring import Wiring
 
 LOG = logging.getLogger("spindle.operator.volumes")
 
@@ -87,109 +82,28 @@ class ProbeLoop:
     def _refresh(self, namespace: str, name: str) -> None:
         """Ask the broker first, outside the Broker's lock, then write status from it."""
         try:
-            api = self._memo.get("api")
-            body = api.get(BROKERS, namespace, name) if isinstance(api, KubeApi) else None
+            wired = self._memo.get("wiring")
+            if not isinstance(wired, Wiring):
+                return
+            body = wired.api.get(BROKERS, namespace, name)
             if body is None:
                 return
             # An unreachable broker is recorded for the reconcile; a bad spec it reports.
             with contextlib.suppress(BrokerUnreachable, SpecError):
-                defaults = self._memo.get("config_defaults")
-                self._memo.probe(BrokerSpec.from_body(body, config_defaults=defaults))
+                wired.probe(wired.broker_spec(body))
             handlers.reconcile_by_name(self._memo, namespace, name, LOG, refresh=True)
         except Exception as exc:  # a probe must never stop the loop; the next one retries
             LOG.warning("refreshing Broker %s/%s failed: %s", namespace, name, exc)
 
 
-def with_directory_ids(
-    reader: registry.DirectoryIdReader, broker: BrokerSpec, reports: list[DirReport]
-) -> list[DirReport]:
-    """``reports`` with each directory's id from the broker's registration in etcd (its
-    ``spindle.etcd.endpoints``/``prefix``, see ``spindle.operator.registry``). Read after
-    DescribeLogDirs answered: a broker registers before it serves requests, so a restarted
-    broker's answer is never paired with its previous registration. An unreadable registration
-    costs only the ids (logged), never the probe; the reader backs off from an etcd that is
-    down so that a probe does not wait on it."""
-    endpoints = [
-        e.strip() for e in broker.config.get("spindle.etcd.endpoints", "").split(",") if e.strip()
-    ]
-    prefix = broker.config.get("spindle.etcd.prefix", registry.DEFAULT_PREFIX)
-    ids, error = reader.read_or_error(endpoints, prefix, broker.broker_id)
-    if error is not None:
-        LOG.warning("Broker %s/%s: directory ids unknown: %s", broker.namespace, broker.name, error)
-    if ids is None:
-        return reports
-    return [replace(r, directory_id=ids.get(r.path)) for r in reports]
-
-
-def bootstrap_servers(broker: BrokerSpec, overrides: Mapping[str, str]) -> list[str]:
-    """Where to ask ``broker``: ``--bootstrap CLUSTER=HOST:PORT`` when the operator was given
-    one for its cluster (brokers outside Kubernetes, an operator outside the cluster), else
-    the broker's own Service (``<name>.<namespace>.svc:<port>``)."""
-    if broker.cluster in overrides:
-        return overrides[broker.cluster].split(",")
-    return [f"{broker.name}.{broker.namespace}.svc:{broker.port}"]
-
-
 @kopf.on.startup()
 def start_probes(memo: kopf.Memo, **_: Any) -> None:
-    clients = AdminPool()
-    overrides: Mapping[str, str] = memo.get("bootstrap") or {}
-
-    last: dict[tuple[str, str], list[DirReport] | BrokerUnreachable] = {}
-    ids = registry.DirectoryIdReader()
-
-    def probe(broker: BrokerSpec) -> list[DirReport]:
-        key = (broker.namespace, broker.name)
-        try:
-            reports = clients.describe_dirs(bootstrap_servers(broker, overrides), broker.broker_id)
-        except BrokerUnreachable as exc:
-            last[key] = exc
-            raise
-        reports = with_directory_ids(ids, broker, reports)
-        last[key] = reports
-        return reports
-
-    def last_probe(broker: BrokerSpec) -> list[DirReport]:
-        """What the probe loop last heard: event-driven reconciles must not wait on a broker
-        (an unreachable one costs seconds of retries)."""
-        answer = last.get((broker.namespace, broker.name))
-        if answer is None:
-            raise BrokerUnreachable(f"broker {broker.broker_id} has not been probed yet")
-        if isinstance(answer, BrokerUnreachable):
-            raise answer
-        return answer
-
+    """Start the probe loop (its answers and clients are the ``Wiring``'s, made by
+    ``handlers.configure``, which kopf runs first: it is registered first)."""
     # kafka-python logs every failed bootstrap attempt; a broker that is down is reported in
     # its LogVolumes' Reported condition instead.
     logging.getLogger("kafka").setLevel(logging.ERROR)
-
-    def cordon(broker: BrokerSpec, paths: list[str]) -> None:
-        clients.set_cordoned(bootstrap_servers(broker, overrides), broker.broker_id, paths)
-
-    def move(
-        broker: BrokerSpec, moves: Mapping[tuple[str, int], str]
-    ) -> dict[tuple[str, int], str]:
-        return clients.move_replicas(bootstrap_servers(broker, overrides), broker.broker_id, moves)
-
-    def cluster_view(broker: BrokerSpec, topics: Sequence[str]) -> ClusterView:
-        servers = bootstrap_servers(broker, overrides)
-        return clients.cluster_view(servers, broker.cluster, topics)
-
-    settings = memo.get("remediation")
-    memo.remediator = Remediator(
-        settings=settings if isinstance(settings, RemediationSettings) else RemediationSettings(),
-        metadata=clients.partition_states,
-        overrides=overrides,
-        planner=fix_offline_plan,
-    )
-    memo.cordon = cordon
-    memo.move = move
-    memo.cluster_view = cluster_view
-    memo.logdir_clients = clients
-    memo.last_probe = last_probe
-    memo.failed_pvs = {}
-    memo.probe = probe
-    memo.probe_loop = ProbeLoop(memo, float(memo.get("probe_period") or 2.0))
+    memo.probe_loop = ProbeLoop(memo, handlers.wiring(memo).settings.probe_period)
     memo.probe_loop.start()
 
 
@@ -198,9 +112,9 @@ def stop_probes(memo: kopf.Memo, **_: Any) -> None:
     loop = memo.get("probe_loop")
     if isinstance(loop, ProbeLoop):
         loop.stop()
-    clients = memo.get("logdir_clients")
-    if isinstance(clients, AdminPool):
-        clients.close()
+    wired = memo.get("wiring")
+    if isinstance(wired, Wiring):
+        wired.admin.close()
 
 
 @kopf.on.event(specs.GROUP, specs.VERSION, "brokers")
@@ -223,11 +137,11 @@ def broker_seen(
 def _refresh_claim_owner(
     memo: kopf.Memo, namespace: str, claim_name: str, logger: logging.Logger | Any
 ) -> None:
-    api = memo.get("api")
-    if not isinstance(api, KubeApi):
+    wired = memo.get("wiring")
+    if not isinstance(wired, Wiring):
         return
     try:
-        claim = api.get(PVCS, namespace, claim_name)
+        claim = wired.api.get(PVCS, namespace, claim_name)
     except KubeError:
         return
     broker = ((claim or {}).get("metadata", {}).get("labels") or {}).get(specs.LABEL_BROKER)
@@ -248,9 +162,9 @@ def volume_changed(
     at once, so the reconcile's own read may miss it)."""
     status = body.get("status") or {}
     if status.get("phase") == "Failed":
-        name = (body.get("metadata") or {}).get("name")
+        name = str((body.get("metadata") or {}).get("name"))
         detail = status.get("message") or status.get("reason") or "no reason given"
-        memo.failed_pvs[name] = str(detail)
+        handlers.wiring(memo).failed_pvs[name] = str(detail)
     ref = (body.get("spec") or {}).get("claimRef") or {}
     if ref.get("namespace") and ref.get("name"):
         _refresh_claim_owner(memo, ref["namespace"], ref["name"], logger)
