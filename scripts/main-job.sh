@@ -54,8 +54,13 @@ cleanup() {
         return
     fi
     if [[ "$rc" != 0 && "$STARTED_CLUSTER" == 1 ]]; then
-        log "failed (exit $rc); the operator's log:"
-        kubectl logs -n "$OPERATOR_NAMESPACE" deployment/spindle-operator --tail=30 >&2 || true
+        log "failed (exit $rc); what Spindle's resources say:"
+        kubectl get spindle -n "$NAMESPACE" >&2 || true
+        kubectl get rebalances,reassignments -n "$NAMESPACE" -o jsonpath='{range .items[*]}{.kind}/{.metadata.name}: {.status.phase}{"\n"}{range .status.conditions[*]}  {.type}={.status} {.reason}: {.message}{"\n"}{end}{end}' >&2 || true
+        kubectl get pods -n "$NAMESPACE" -l job-name >&2 || true
+        log "the operator's log (health probes left out):"
+        kubectl logs -n "$OPERATOR_NAMESPACE" deployment/spindle-operator --tail=2000 2>&1 |
+            grep -v 'GET /healthz' | tail -30 >&2 || true
     fi
     if [[ "$STARTED_CLUSTER" == 1 ]]; then
         step "stopping the node and the control plane"
