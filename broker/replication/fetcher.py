@@ -86,7 +86,7 @@ class FetchSettings:
 
 
 class FetchPacer(Protocol):
-    """Replication throttles on the follower side (:class:`.replica_manager.FollowerPacer`):
+    """Replication throttles on the follower side (:class:`.quota.FollowerPacer`):
     partitions held out of a fetch round while the follower quota is exceeded."""
 
     def hold(self, tp: TopicPartition) -> bool: ...

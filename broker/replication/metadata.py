@@ -58,3 +58,12 @@ class DirectoryAssigner(Protocol):
     async def assign_replica_dirs(
         self, node_id: int, assignments: Mapping[TopicPartition, str]
     ) -> None: ...
+
+
+def find_partition(
+    metadata: MetadataView, tp: TopicPartition
+) -> tuple[TopicView, PartitionView] | None:
+    """The metadata of ``tp`` with its topic's, or None if the metadata has no such partition."""
+    topic = metadata.topics.get(tp.topic)
+    part = topic.partitions.get(tp.partition) if topic is not None else None
+    return None if topic is None or part is None else (topic, part)

@@ -27,6 +27,7 @@ same way.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -34,6 +35,8 @@ from spindle.broker.common.errors import ErrorCode, KafkaError
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.records.batch import BatchHeader, iter_batches
 from spindle.broker.storage import Log
+
+log = logging.getLogger(__name__)
 
 INT32_MAX = (1 << 31) - 1
 NO_PRODUCER_ID = -1
@@ -179,3 +182,23 @@ class ProducerStateTable:
     def forget_partition(self, tp: TopicPartition) -> None:
         for key in [k for k in self._entries if k[0] == tp]:
             del self._entries[key]
+
+
+class ProducerStateFollower:
+    """A follower's idempotent-producer state follows what its fetcher does to the log (the
+    fetcher's :class:`~.fetcher.ReplicaListener`): replicated batches are recorded, a cut log
+    is read again -- Kafka's follower appends with origin REPLICATION, and its producer-state
+    rebuild after ``truncateTo``."""
+
+    def __init__(self, producers: ProducerStateTable) -> None:
+        self._producers = producers
+
+    def replicated(self, tp: TopicPartition, records: bytes) -> None:
+        self._producers.record_batches(tp, records)
+
+    def truncated(self, tp: TopicPartition, replica: Log) -> None:
+        try:
+            self._producers.rebuild(tp, replica)
+        except KafkaError as exc:  # its directory failed: the replica goes offline
+            self._producers.forget_partition(tp)
+            log.warning("cannot rebuild producer state of %s: %s", tp, exc)

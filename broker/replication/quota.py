@@ -33,7 +33,11 @@ time earns no credit; the only lateness forgiven is the quota's own: bytes read 
 for the quota count from when the wait was due to end (``record(at=...)``), so a wake-up that
 a loaded machine delivers late does not lower the rate. Hand-written because it is a dozen lines over the injected clock.
 
-Pure logic over an injected clock; event loop only (not thread-safe).
+:class:`FollowerPacer` applies the follower's quota to the fetcher's rounds; the leader's is
+applied by the read path (:mod:`.reads`).
+
+Pure logic over an injected clock and the in-memory metadata; event loop only (not
+thread-safe).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from spindle.broker.common.clock import Clock
+from spindle.broker.common.ids import TopicPartition
 from spindle.broker.common.throttled_replicas import (
     FOLLOWER_RATE,
     FOLLOWER_REPLICAS,
@@ -48,6 +53,8 @@ from spindle.broker.common.throttled_replicas import (
     LEADER_REPLICAS,
     parse_throttled_replicas,
 )
+
+from .metadata import MetadataView, find_partition
 
 UNLIMITED = (1 << 63) - 1
 
@@ -158,3 +165,44 @@ class ReplicationThrottles:
     def follower_throttled(self, configs: Mapping[str, str], partition: int) -> bool:
         """Is this broker's (follower) replica of the partition throttled?"""
         return _covers(configs, FOLLOWER_REPLICAS, partition, self.node_id)
+
+
+class FollowerPacer:
+    """The follower side of the replication throttles (Kafka's ``shouldFollowerThrottle``):
+    which followed partitions sit out a fetch round, and counting what was fetched (the
+    fetcher's :class:`~.fetcher.FetchPacer`)."""
+
+    def __init__(self, metadata: MetadataView, throttles: ReplicationThrottles) -> None:
+        self._metadata = metadata
+        self._throttles = throttles
+
+    def _throttled(self, tp: TopicPartition) -> tuple[bool, bool]:
+        """(throttled here, this broker in the ISR) for a followed partition."""
+        found = find_partition(self._metadata, tp)
+        if found is None:
+            return False, True
+        topic, part = found
+        throttles = self._throttles
+        return (
+            throttles.follower_throttled(topic.configs, tp.partition),
+            throttles.node_id in part.isr,
+        )
+
+    def hold(self, tp: TopicPartition) -> bool:
+        """Leave ``tp`` out of the next fetch: quota exceeded, throttled, not in the ISR."""
+        quota = self._throttles.follower
+        if quota.unlimited or not quota.is_exceeded():
+            return False
+        throttled, in_sync = self._throttled(tp)
+        return throttled and not in_sync
+
+    def fetched(self, tp: TopicPartition, nbytes: int, sent_at: float) -> None:
+        """Count fetched bytes of a throttled partition, admitted when the fetch was sent."""
+        if nbytes > 0 and self._throttled(tp)[0]:
+            self._throttles.follower.record(nbytes, at=sent_at)
+
+    def delay(self) -> float:
+        return self._throttles.follower.delay()
+
+    def now(self) -> float:
+        return self._throttles.follower.now()

@@ -99,8 +99,9 @@ class PartitionRoles:
         the roles held that the metadata no longer gives (a leadership gone to no leader, a
         replica no longer assigned here), which would go on asking for ISR changes or fetching.
         Empty whenever every metadata change reached :meth:`apply` (the watch's listener);
-        :meth:`ReplicaManager.report_loop` checks it so that a change that did not (a listener
-        that failed, a watch that stalled) costs one report interval, not the partition."""
+        :meth:`.lifecycle.ReplicaLifecycle.report_loop` checks it so that a change that did
+        not (a listener that failed, a watch that stalled) costs one report interval, not the
+        partition."""
         stale: list[TopicPartition] = []
         led: set[TopicPartition] = set()
         followed: set[TopicPartition] = set()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -26,43 +25,11 @@ from spindle.broker.replication.producer_state import DuplicateBatch
 from spindle.broker.replication.replica_manager import ReplicaManager
 from spindle.broker.storage import LogManager, StorageSettings
 
+from .fake_metadata import Assigner, Metadata, Part, Topic
+
 TP = TopicPartition("t", 0)
 PID = 7
 ME, OTHER = 2, 1
-
-
-@dataclass
-class Part:
-    partition: int
-    replicas: list[int]
-    directories: list[str]
-    leader: int
-    leader_epoch: int
-    isr: list[int]
-
-
-@dataclass
-class Topic:
-    name: str
-    partitions: dict[int, Part]
-    configs: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class Metadata:
-    topics: dict[str, Topic]
-    cluster_id: str | None = "c"
-    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
-
-    async def load(self) -> None:
-        return None
-
-
-class Assigner:
-    async def assign_replica_dirs(
-        self, node_id: int, assignments: Mapping[TopicPartition, str]
-    ) -> None:
-        return None
 
 
 def _batch(seq: int, value: bytes, *, offset: int = 0, epoch: int = 0) -> bytes:
