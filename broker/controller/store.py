@@ -214,6 +214,12 @@ class MetadataStore:
             configs,
         )
 
+    def topic_revision(self, name: str) -> int:
+        """The revision of the last change to topic ``name`` this view holds, a deletion
+        included: this store's own write, or one its watch applied (0 if none). A broker
+        whose watch has applied that revision has acted on the change."""
+        return self._seen.get(self._key("topics", name), 0)
+
     def add_listener(self, listener: MetadataListener) -> None:
         """Call ``listener`` after every change :meth:`follow` applies (in order, awaited)."""
         self._listeners.append(listener)

@@ -129,13 +129,6 @@ class ReplicaLifecycle:
             if d.directory_id and not int(d.error)
         }
 
-    async def create_local_logs(self, topic: TopicView, *, is_new: bool = True) -> None:
-        """Create this broker's replicas of ``topic``, give them their roles, then report
-        their directories (roles before the first await, see :meth:`apply_metadata`)."""
-        placed = self._create_replicas(topic, is_new=is_new)
-        self.roles.apply(self.partitions())
-        await self._report_placed(placed)
-
     async def _report_placed(self, placed: Mapping[TopicPartition, str]) -> None:
         """Tell the controller which directory each new replica is in (AssignReplicasToDirs)."""
         if placed:
@@ -302,7 +295,10 @@ class ReplicaLifecycle:
         candidates = {tp.topic for tp in local} if changed_topics is None else set(changed_topics)
         for tp in [tp for tp in local if tp.topic in candidates and tp.topic not in after]:
             log.info("topic %s was deleted: deleting local replica %s", tp.topic, tp)
-            self.delete_local_replica(tp)
+            try:
+                self.delete_local_replica(tp)
+            except KafkaError as exc:  # its directory failed; the other replicas still go
+                log.warning("deleting %s: %s", tp, exc)
         node = self.node_id
         for tp in [tp for tp in local if tp.topic in candidates and tp.topic in after]:
             part = after[tp.topic].partitions.get(tp.partition)

@@ -38,7 +38,7 @@ from .appends import Appender
 from .fetcher import FetcherManager
 from .leader_epochs import EpochEnd
 from .lifecycle import ReplicaLifecycle
-from .metadata import DirectoryAssigner, MetadataView, TopicView
+from .metadata import DirectoryAssigner, MetadataView
 from .producer_state import ProducerStateFollower, ProducerStateTable
 from .purgatory import Purgatory
 from .quota import FollowerPacer, ReplicationThrottles
@@ -145,9 +145,10 @@ class ReplicaManager:
         """Reload the metadata from etcd and act on it."""
         await self.lifecycle.sync_metadata()
 
-    async def create_local_logs(self, topic: TopicView, *, is_new: bool = True) -> None:
-        """Create this broker's replicas of ``topic`` now, with their roles."""
-        await self.lifecycle.create_local_logs(topic, is_new=is_new)
+    @property
+    def applied_revision(self) -> int:
+        """The last metadata revision the watch has applied here."""
+        return self.lifecycle.applied_revision
 
     def mark_applied(self, revision: int) -> None:
         """The metadata watch has applied everything up to ``revision`` here."""
@@ -184,10 +185,6 @@ class ReplicaManager:
     def hosted_log(self, tp: TopicPartition) -> Log:
         """The local replica of ``tp`` led here (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER...)."""
         return self.lifecycle.hosted_log(tp)
-
-    def delete_local_replica(self, tp: TopicPartition) -> None:
-        """Forget ``tp``'s producers and delete its local replica."""
-        self.lifecycle.delete_local_replica(tp)
 
     def check_leader_epoch(self, tp: TopicPartition, current_leader_epoch: int) -> None:
         """Fence a request on another ``currentLeaderEpoch`` (FENCED / UNKNOWN_LEADER_EPOCH)."""

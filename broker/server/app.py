@@ -232,6 +232,7 @@ class BrokerServer:
         assert self.replicas is not None
         assert self.groups is not None
         await self.replicas.start()
+        self.replicas.mark_applied(self.store.revision)  # the metadata loaded at start-up
         self.groups.sync_leadership(led_offsets_partitions(context))
         compaction = CompactionScheduler(
             logs,
@@ -296,14 +297,18 @@ class BrokerServer:
 
     async def _on_metadata(self, delta: MetadataDelta) -> None:
         """The watch applied a change: create or delete local replicas as it says; a dynamic
-        broker config changed through any broker (throttles, cordons) applies here too."""
+        broker config changed through any broker (throttles, cordons) applies here too. Then
+        the change counts as applied here: handlers waiting for a write of theirs answer."""
         if self.replicas is None:
             return
-        if delta.full or delta.configs:
-            self.replicas.apply_dynamic_broker_configs()
-            await self._report_cordoned()
-        if delta.full or delta.topics:
-            await self.replicas.apply_metadata(None if delta.full else delta.topics)
+        try:
+            if delta.full or delta.configs:
+                self.replicas.apply_dynamic_broker_configs()
+                await self._report_cordoned()
+            if delta.full or delta.topics:
+                await self.replicas.apply_metadata(None if delta.full else delta.topics)
+        finally:
+            self.replicas.mark_applied(delta.revision)
 
     async def _report_cordoned(self) -> None:
         """KIP-1066: put the ids of the directories ``cordoned.log.dirs`` names on this

@@ -3,10 +3,13 @@
 Each family module (``cluster``, ``produce_fetch``, ``leader_epochs``, ``producer_ids``,
 ``topics``, ``configs``, ``log_dirs``, ``reassignments``) exports ``HANDLERS``: a mapping from
 ``ApiKey`` to an ``async def handler(broker, ctx, req)`` (see :mod:`.base`). Handlers are thin: they authorise
-(``broker.authorize``), ask the controller (metadata), the replica manager (replicas, appends)
-or the log manager (directories), and build the response as plain dicts keyed by the schema's
-field names. Errors from the lower layers arrive as ``KafkaError`` and are answered per
-partition or per resource (``errors_into``), so one bad partition never fails a whole request.
+(``broker.authorize``), ask the controller (metadata), the replica manager (Produce and Fetch
+are one ``append_records`` / ``fetch_records`` call each) or the log manager (directories),
+and build the response as plain dicts keyed by the schema's field names. Errors from the lower
+layers arrive as ``KafkaError`` and are answered per partition or per resource
+(``errors_into``), so one bad partition never fails a whole request. Handlers never create or
+delete logs: after a controller write they wait until this broker's metadata watch has
+applied it (``ApiContext.wait_applied``), the one path that changes local replicas.
 
 Adding a family (for example ``groups.py`` for the group coordinator):
 

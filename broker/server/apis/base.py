@@ -100,6 +100,22 @@ class ApiContext:
             return elected[0]
         return self.node_id
 
+    def written_revision(self, topic: str) -> int:
+        """The metadata revision of this broker's write to ``topic`` just made (read it right
+        after the controller call returns), for :meth:`wait_applied`."""
+        return self.controller.store.topic_revision(topic)
+
+    async def wait_applied(self, revision: int, timeout_s: float) -> bool:
+        """Wait until this broker's metadata watch has applied ``revision``: the local
+        replicas the write creates or deletes then exist or are gone, with their roles.
+        False if not within ``timeout_s``.
+
+        Handlers never create or delete logs themselves: the watch is the one path that does
+        (:mod:`spindle.broker.replication.lifecycle`). Waiting for it keeps what a client
+        relies on -- a produce right after CreateTopics finds the partitions led here -- as
+        Kafka's CreateTopics answers once the new metadata has reached the brokers."""
+        return await self.replicas.wait_applied(revision, timeout_s)
+
     def allowed(self, ctx: RequestContext, op: Operation, rt: ResourceType, name: str) -> bool:
         return self.authorizer.authorize(ctx, op, rt, name)
 
@@ -122,6 +138,17 @@ class ApiContext:
         """Raise the authorisation error of ``rt`` unless ``op`` on ``name`` is allowed."""
         if not self.allowed(ctx, op, rt, name):
             raise not_authorized(op, rt, what or name)
+
+
+METADATA_WAIT_S = 10.0
+"""How long a handler waits for the metadata watch to apply its write when the request names
+no timeout (Metadata's auto-creation, FindCoordinator's ``__consumer_offsets``, a CreateTopics
+sent with ``timeout_ms`` 0): shorter than clients' request timeouts (30 s by default)."""
+
+
+def request_wait_s(timeout_ms: int) -> float:
+    """How long to wait for the metadata watch on behalf of a request with ``timeout_ms``."""
+    return timeout_ms / 1000 if timeout_ms > 0 else METADATA_WAIT_S
 
 
 Handler = Callable[[ApiContext, RequestContext, Request], Awaitable[dict[str, Any] | None]]
@@ -167,6 +194,25 @@ def errors_into(result: dict[str, Any], *, message: bool = True) -> Iterator[Non
         result["error_code"] = code
         if message:
             result["error_message"] = msg
+
+
+async def answer_when_applied(
+    broker: ApiContext, written: list[tuple[dict[str, Any], int]], timeout_s: float
+) -> None:
+    """Wait, with one deadline, until the metadata watch has applied every write of a
+    request -- ``written``: each item's answer and its write's revision -- and answer
+    REQUEST_TIMED_OUT for the items whose write it has not applied in time (the change
+    itself stands, as in Kafka)."""
+    if not written or await broker.wait_applied(max(r for _, r in written), timeout_s):
+        return
+    applied = broker.replicas.applied_revision
+    for res, revision in written:
+        if revision > applied:
+            res["error_code"] = int(ErrorCode.REQUEST_TIMED_OUT)
+            res["error_message"] = (
+                f"the change was recorded (metadata revision {revision}), but this broker had "
+                f"applied only revision {applied} after {timeout_s:g} s"
+            )
 
 
 def topic_id(topic: TopicState | None) -> uuid.UUID:

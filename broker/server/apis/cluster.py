@@ -13,7 +13,7 @@ from spindle.broker.protocol.apis import ApiKey, Request, api_versions_body
 from spindle.broker.protocol.constants import EndpointType
 
 from ..security.authorizer import Operation, RequestContext, ResourceType
-from .base import ApiContext, Handlers, topic_id
+from .base import METADATA_WAIT_S, ApiContext, Handlers, topic_id
 
 
 async def api_versions(broker: ApiContext, ctx: RequestContext, req: Request) -> dict[str, Any]:
@@ -69,17 +69,21 @@ def _topic_metadata(
 
 async def _auto_create(broker: ApiContext, name: str) -> tuple[TopicState | None, int]:
     """Create ``name`` with the broker's defaults: the topic (if it exists now) and the error
-    code to answer (0, or why it could not be created)."""
+    code to answer (0, or why it could not be created). The answer waits until the metadata
+    watch has created the local replicas (see :meth:`ApiContext.wait_applied`); if it has
+    not within ``METADATA_WAIT_S``, LEADER_NOT_AVAILABLE, Kafka's answer for a topic being
+    created, which clients retry."""
     s = broker.settings
     try:
         topic = await broker.controller.create_topic(
             name, s.num_partitions, s.default_replication_factor, None, {}
         )
-        await broker.replicas.create_local_logs(topic)
     except KafkaError as exc:
         if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
             return None, int(exc.code)
         return broker.topics.get(name), 0
+    if not await broker.wait_applied(broker.written_revision(name), METADATA_WAIT_S):
+        return topic, int(ErrorCode.LEADER_NOT_AVAILABLE)
     return topic, 0
 
 

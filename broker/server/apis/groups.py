@@ -18,7 +18,7 @@ from spindle.broker.group.store import OFFSETS_TOPIC
 from spindle.broker.protocol.apis import ApiKey, Request
 
 from ..security.authorizer import Operation, RequestContext, ResourceType
-from .base import ApiContext, Handlers
+from .base import METADATA_WAIT_S, ApiContext, Handlers
 
 log = logging.getLogger(__name__)
 
@@ -26,9 +26,11 @@ KEY_TYPE_GROUP = 0
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer"}
 
 
-async def ensure_offsets_topic(broker: ApiContext) -> None:
+async def ensure_offsets_topic(broker: ApiContext) -> bool:
     """Create ``__consumer_offsets`` if missing (Kafka creates it on the first FindCoordinator)
-    and start coordinating the partitions this broker leads."""
+    and start coordinating the partitions this broker leads. False if this broker created it
+    but its metadata watch has not created the local replicas within ``METADATA_WAIT_S``
+    (see :meth:`ApiContext.wait_applied`): the coordinators are not available yet."""
     if OFFSETS_TOPIC not in broker.topics:
         s = broker.settings
         rf = min(s.offsets_topic_replication_factor, max(len(broker.brokers()), 1))
@@ -38,12 +40,17 @@ async def ensure_offsets_topic(broker: ApiContext) -> None:
                 OFFSETS_TOPIC, s.offsets_topic_num_partitions, rf, None, configs
             )
             log.info("created %s with %d partitions", OFFSETS_TOPIC, len(topic.partitions))
-            await broker.replicas.create_local_logs(topic)
         except KafkaError as exc:
             if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
+        else:
+            revision = broker.written_revision(OFFSETS_TOPIC)
+            if not await broker.wait_applied(revision, METADATA_WAIT_S):
+                log.warning("%s created; its replicas are not up here yet", OFFSETS_TOPIC)
+                return False
     # Replicas created elsewhere are picked up by the replica manager's metadata sync.
     broker.groups.sync_leadership(led_offsets_partitions(broker))
+    return True
 
 
 def led_offsets_partitions(broker: ApiContext) -> list[int]:
@@ -54,7 +61,7 @@ def led_offsets_partitions(broker: ApiContext) -> list[int]:
 
 
 def _coordinator(
-    broker: ApiContext, ctx: RequestContext, key: str, key_type: int
+    broker: ApiContext, ctx: RequestContext, key: str, key_type: int, ready: bool = True
 ) -> dict[str, Any]:
     out: dict[str, Any] = {
         "key": key,
@@ -71,6 +78,9 @@ def _coordinator(
     if not broker.allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, key):
         out["error_code"] = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
         return out
+    if not ready:
+        out["error_code"] = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return out
     topic = broker.topics.get(OFFSETS_TOPIC)
     partition = broker.groups.partition_of(key)
     leader = topic.partitions[partition].leader if topic and partition in topic.partitions else -1
@@ -86,12 +96,11 @@ async def find_coordinator(broker: ApiContext, ctx: RequestContext, req: Request
     body = req.body
     keys = list(body.coordinator_keys or []) if req.version >= 4 else [body.key]
     key_type = body.key_type if req.version >= 1 else KEY_TYPE_GROUP
-    if key_type == KEY_TYPE_GROUP:
-        await ensure_offsets_topic(broker)
-    found = [_coordinator(broker, ctx, k, key_type) for k in keys]
+    ready = key_type != KEY_TYPE_GROUP or await ensure_offsets_topic(broker)
+    found = [_coordinator(broker, ctx, k, key_type, ready) for k in keys]
     if req.version >= 4:
         return {"throttle_time_ms": 0, "coordinators": found}
-    one = found[0] if found else _coordinator(broker, ctx, "", key_type)
+    one = found[0] if found else _coordinator(broker, ctx, "", key_type, ready)
     return {
         "throttle_time_ms": 0,
         "error_code": one["error_code"],

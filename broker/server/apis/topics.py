@@ -1,24 +1,31 @@
 """Topic APIs: CreateTopics, DeleteTopics, CreatePartitions.
 
-The controller validates and records the change; the replica manager then creates (or
-deletes) this broker's replicas, so a topic is usable as soon as its answer is sent.
+The controller validates and records the change; the answer waits (up to the request's
+``timeout_ms``) until this broker's metadata watch has applied it -- the watch, not the
+handler, creates or deletes the local replicas -- so a topic is usable here as soon as its
+answer is sent. A change the watch has not applied in time is answered REQUEST_TIMED_OUT (it
+stands, as in Kafka).
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from spindle.broker.common.errors import ErrorCode, KafkaError
-from spindle.broker.common.ids import TopicPartition
 from spindle.broker.common.kafka_uuid import to_kafka_str
 from spindle.broker.protocol.apis import ApiKey, Request
 from spindle.broker.protocol.constants import ConfigSource
 
 from ..security.authorizer import Operation, RequestContext, ResourceType
-from .base import ApiContext, Handlers, config_entry, errors_into, topic_id
-
-log = logging.getLogger(__name__)
+from .base import (
+    ApiContext,
+    Handlers,
+    answer_when_applied,
+    config_entry,
+    errors_into,
+    request_wait_s,
+    topic_id,
+)
 
 CREATED_CONFIG_FIELDS = ("name", "value", "read_only", "config_source", "is_sensitive")
 """The fields of a config entry that CreateTopics answers (a subset of DescribeConfigs')."""
@@ -26,8 +33,9 @@ CREATED_CONFIG_FIELDS = ("name", "value", "read_only", "config_source", "is_sens
 
 async def _create_topic(
     broker: ApiContext, t: Any, validate_only: bool, res: dict[str, Any]
-) -> None:
-    """Create one topic of a CreateTopics request and describe it in ``res``."""
+) -> int | None:
+    """Create one topic of a CreateTopics request and describe it in ``res``; the revision
+    of the write (None for validate_only)."""
     assignments = (
         [list(a.broker_ids) for a in sorted(t.assignments, key=lambda a: a.partition_index)]
         if t.assignments
@@ -57,13 +65,13 @@ async def _create_topic(
             )
         ],
     )
-    if not validate_only:
-        await broker.replicas.create_local_logs(topic)
+    return None if validate_only else broker.written_revision(t.name)
 
 
 async def create_topics(broker: ApiContext, ctx: RequestContext, req: Request) -> dict[str, Any]:
     body = req.body
     out = []
+    written: list[tuple[dict[str, Any], int]] = []
     for t in body.topics:
         res: dict[str, Any] = {
             "name": t.name,
@@ -77,8 +85,11 @@ async def create_topics(broker: ApiContext, ctx: RequestContext, req: Request) -
         }
         with errors_into(res):
             broker.authorize(ctx, Operation.CREATE, ResourceType.TOPIC, t.name)
-            await _create_topic(broker, t, bool(body.validate_only), res)
+            revision = await _create_topic(broker, t, bool(body.validate_only), res)
+            if revision is not None:
+                written.append((res, revision))
         out.append(res)
+    await answer_when_applied(broker, written, request_wait_s(body.timeout_ms))
     return {"throttle_time_ms": 0, "topics": out}
 
 
@@ -90,6 +101,7 @@ async def delete_topics(broker: ApiContext, ctx: RequestContext, req: Request) -
         wanted = [(n, None) for n in body.topic_names]
     by_id = {t.topic_id: t.name for t in broker.topics.values()}
     out = []
+    written: list[tuple[dict[str, Any], int]] = []
     for name, tid in wanted:
         res: dict[str, Any] = {
             "name": name,
@@ -106,13 +118,9 @@ async def delete_topics(broker: ApiContext, ctx: RequestContext, req: Request) -
             broker.authorize(ctx, Operation.DELETE, ResourceType.TOPIC, name)
             topic = await broker.controller.delete_topic(name)
             res["topic_id"] = topic_id(topic)
-            for p in topic.partitions:
-                tp = TopicPartition(name, p)
-                try:
-                    broker.replicas.delete_local_replica(tp)
-                except KafkaError as exc:
-                    log.warning("deleting %s: %s", tp, exc)
+            written.append((res, broker.written_revision(name)))
         out.append(res)
+    await answer_when_applied(broker, written, request_wait_s(body.timeout_ms))
     return {"throttle_time_ms": 0, "responses": out}
 
 
@@ -121,6 +129,7 @@ async def create_partitions(
 ) -> dict[str, Any]:
     body = req.body
     out = []
+    written: list[tuple[dict[str, Any], int]] = []
     for t in body.topics:
         res: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
         with errors_into(res):
@@ -130,8 +139,9 @@ async def create_partitions(
                 t.name, t.count, assignments, validate_only=bool(body.validate_only)
             )
             if not body.validate_only:
-                await broker.replicas.create_local_logs(broker.topics[t.name])
+                written.append((res, broker.written_revision(t.name)))
         out.append(res)
+    await answer_when_applied(broker, written, request_wait_s(body.timeout_ms))
     return {"throttle_time_ms": 0, "results": out}
 
 

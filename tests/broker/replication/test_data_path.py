@@ -250,3 +250,23 @@ async def test_large_record_sets_come_back_as_file_ranges_the_caller_owns(
         assert fp.file.read() == batch
     finally:
         fp.file.close()
+
+
+async def test_a_wait_for_a_metadata_revision_ends_when_the_watch_has_applied_it(
+    alone: tuple[ReplicaManager, Metadata],
+) -> None:
+    """What a handler waits for after a controller write: the revision marked applied by the
+    broker's metadata listener, or its timeout."""
+    replicas, _ = alone
+    replicas.mark_applied(5)
+    assert await replicas.wait_applied(5, 0)
+    waiting = asyncio.create_task(replicas.wait_applied(7, 30))
+    await asyncio.sleep(0.02)
+    replicas.mark_applied(6)
+    await asyncio.sleep(0.02)
+    assert not waiting.done()
+    replicas.mark_applied(8)
+    assert await asyncio.wait_for(waiting, 10)
+    assert not await replicas.wait_applied(9, 0.05)
+    replicas.mark_applied(3)  # an older revision never moves it back
+    assert replicas.applied_revision == 8

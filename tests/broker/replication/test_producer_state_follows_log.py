@@ -175,14 +175,14 @@ class SlowAssigner(Assigner):
         await self.release.wait()
 
 
-@pytest.mark.parametrize("path", ["create_topics", "metadata_watch"])
-async def test_a_new_replica_is_led_before_its_directory_is_reported(
-    logs: LogManager, path: str
-) -> None:
+async def test_a_new_replica_is_led_before_its_directory_is_reported(logs: LogManager) -> None:
     """While the report of a new replica's directory waits on etcd, a produce finds the
     broker leading it: the record waits for the follower (the high watermark stays put)
     instead of being committed as if alone in the ISR and then answered
-    NOT_LEADER_OR_FOLLOWER (a CreateTopics answered, then a produce failing, under load)."""
+    NOT_LEADER_OR_FOLLOWER (a CreateTopics answered, then a produce failing, under load).
+    The watch is the one path that creates replicas; the broker that created the topic
+    answers CreateTopics once its watch has applied it (it used to create them itself, in
+    the handler: the same rule held there)."""
     md = Metadata({})
     assigner = SlowAssigner()
     replicas = ReplicaManager(
@@ -190,10 +190,7 @@ async def test_a_new_replica_is_led_before_its_directory_is_reported(
     )
     await replicas.start()
     md.topics["t"] = Topic("t", {0: Part(0, [ME, OTHER], ["", ""], ME, 0, [ME, OTHER])})
-    if path == "create_topics":  # the broker that created the topic, in its handler
-        report = asyncio.create_task(replicas.create_local_logs(md.topics["t"]))
-    else:  # any broker, when the watch brings the new topic
-        report = asyncio.create_task(replicas.apply_metadata({"t"}))
+    report = asyncio.create_task(replicas.apply_metadata({"t"}))  # the watch brings it
     try:
         await asyncio.wait_for(assigner.called.wait(), 10)
         assert TP in replicas.roles.leaders
