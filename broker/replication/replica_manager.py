@@ -141,10 +141,6 @@ class ReplicaManager:
         """Act on the metadata as it is now (:meth:`ReplicaLifecycle.apply_metadata`)."""
         await self.lifecycle.apply_metadata(changed_topics)
 
-    async def sync_metadata(self) -> None:
-        """Reload the metadata from etcd and act on it."""
-        await self.lifecycle.sync_metadata()
-
     @property
     def applied_revision(self) -> int:
         """The last metadata revision the watch has applied here."""
@@ -166,17 +162,9 @@ class ReplicaManager:
         """Report directories and check roles and ISRs every ``interval_s``, until cancelled."""
         await self.lifecycle.report_loop(interval_s)
 
-    async def report_directories(self) -> None:
-        """Report each local replica's directory to the controller (AssignReplicasToDirs)."""
-        await self.lifecycle.report_directories()
-
     def apply_dynamic_broker_configs(self) -> None:
         """Push the effective dynamic broker configs into storage and the throttles."""
         self.lifecycle.apply_dynamic_broker_configs()
-
-    def effective_broker_configs(self) -> dict[str, str]:
-        """Static configs overlaid by the dynamic ones (Kafka's precedence)."""
-        return self.lifecycle.effective_broker_configs()
 
     def dir_ids(self) -> dict[str, str]:
         """Online log directory path -> directory id (Kafka Uuid text)."""
@@ -190,10 +178,6 @@ class ReplicaManager:
         """Fence a request on another ``currentLeaderEpoch`` (FENCED / UNKNOWN_LEADER_EPOCH)."""
         self.lifecycle.check_leader_epoch(tp, current_leader_epoch)
 
-    def load_producer_state(self, tp: TopicPartition, partition_log: Log) -> int:
-        """Read idempotent-producer state from the tail of a log; batches seen."""
-        return self.lifecycle.load_producer_state(tp, partition_log)
-
     # --- appends (Appender) and reads (LeaderReads) outside the two request paths ----------
 
     def append(self, tp: TopicPartition, records: RecordsView | None) -> tuple[int, int]:
@@ -204,10 +188,6 @@ class ReplicaManager:
     def appended(self) -> None:
         """Wake requests waiting for data (after appending to any partition)."""
         self.purgatory.notify()
-
-    def check_min_isr(self, tp: TopicPartition) -> None:
-        """NOT_ENOUGH_REPLICAS while the ISR is smaller than ``min.insync.replicas``."""
-        self.appender.check_min_isr(tp)
 
     async def wait_committed(
         self, ends: Mapping[TopicPartition, int], timeout_s: float
