@@ -41,8 +41,8 @@ from spindle.rebalance.generator import (
     mid_shape,
     small_shape,
 )
-from spindle.rebalance.model import Goals, PlanError
-from spindle.rebalance.scope import Request
+from spindle.rebalance.input.model import Goals, PlanError
+from spindle.rebalance.input.scope import Request
 
 try:  # the facade, once there is one; before it, the pipeline
     from spindle.rebalance import plan as _facade
@@ -136,9 +136,10 @@ def exact_digest(shape: Shape, how: str) -> str:
     """``exact.solve`` (``how``: ``elastic`` or ``strict``) or ``repair.solve_near`` over
     brokers 0 and 3 of the greedy's own plan (``near``)."""
     import numpy as np
-    from spindle.rebalance import exact, repair
-    from spindle.rebalance.achievable import unachievable
-    from spindle.rebalance.scope import build_scope
+    from spindle.rebalance.analysis.achievable import unachievable
+    from spindle.rebalance.exact import mip as exact
+    from spindle.rebalance.exact import repair
+    from spindle.rebalance.input.scope import build_scope
 
     cluster, request, goals = generate(shape), Request(mode="full"), Goals()
     scope = build_scope(cluster, request)

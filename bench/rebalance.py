@@ -32,12 +32,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from rebalance_naive import naive_plan
+from spindle.rebalance.analysis.report import figures, hard_violations
 from spindle.rebalance.generator import Shape, generate
-from spindle.rebalance.model import Goals, cluster_to_json, load_snapshot
+from spindle.rebalance.input.model import Goals, cluster_to_json, load_snapshot
+from spindle.rebalance.input.scope import Request, build_scope
 from spindle.rebalance.pipeline import make_plan
-from spindle.rebalance.report import figures, hard_violations
-from spindle.rebalance.scope import Request, build_scope
-from spindle.rebalance.spark_job import spark_session
+from spindle.rebalance.spark.job import spark_session
 
 SIZES = {
     "100K": (40, 4, 100_000, 10.0),

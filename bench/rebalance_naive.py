@@ -9,7 +9,7 @@ Used by ``bench/rebalance.py`` only, as the "what operators do today" comparison
 from __future__ import annotations
 
 import numpy as np
-from spindle.rebalance.model import OFFLINE, Cluster
+from spindle.rebalance.input.model import OFFLINE, Cluster
 
 
 def naive_plan(cluster: Cluster, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -43,7 +43,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from spindle.rebalance import core
 from spindle.rebalance.generator import (
     FAMILIES,
     Shape,
@@ -52,9 +51,10 @@ from spindle.rebalance.generator import (
     mid_shape,
     small_shape,
 )
-from spindle.rebalance.model import Goals, PlanError, executed
+from spindle.rebalance.input.model import Goals, PlanError, executed
+from spindle.rebalance.input.scope import Request
 from spindle.rebalance.pipeline import make_plan
-from spindle.rebalance.scope import Request
+from spindle.rebalance.search import core
 
 
 def grown_shape() -> Shape:

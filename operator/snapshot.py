@@ -4,7 +4,7 @@ A Rebalance starts here: the operator asks each broker for DescribeLogDirs (its 
 directories with their error, ``TotalBytes``/``UsableBytes`` and the size of every replica they
 hold) and the cluster metadata (brokers with racks, partitions with replica lists and leaders),
 and turns the two into the planner's snapshot, version 1: exactly the document
-``spindle.rebalance.model.parse_snapshot`` accepts (``spindle-rebalance plan --snapshot``).
+``spindle.rebalance.parse_snapshot`` accepts (``spindle-rebalance plan --snapshot``).
 
 Two layers, so that the part with decisions in it is tested without a cluster:
 
@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from spindle.broker.common.errors import ErrorCode
-from spindle.rebalance.model import STATES
+from spindle.rebalance import STATES
 
 #: (topic, partition)
 PartitionKey = tuple[str, int]

@@ -1,45 +1,60 @@
 """Spindle's rebalance planner: a PySpark job turning a cluster snapshot into a reassignment plan
 across brokers and log directories.
 
-One plan flows through these modules (``pipeline.make_plan`` runs them in order):
+The pipeline, one subpackage per stage (``pipeline.make_plan`` runs them in order):
 
-  ``model``         snapshot JSON -> validated columns (numpy), goal settings
-  ``scope``         what the mode may touch: dirs to empty, dirs that may receive, goals in play
-  ``prepare``       per-replica aggregates and candidate order (numpy) -- ``spark_job`` does
-                    the same with Spark DataFrames for the real job
-  ``bands``         the balance band ``[(2 - f) * mean, f * mean]`` every soft goal uses
-  ``goals``         one module per goal (capacity, rack, broker bytes, disk bytes, replica and
-                    leader counts) behind one interface: scope, band, violations, figures,
-                    destination score, rows in the exact model
-  ``core``          the sequential greedy over the replicas it moves: ``STEPS``, its goals in order
-  ``state``         ``PlannerState``: loads, counts, targets, ``apply`` and the move budget
-  ``placement``     the destination search and source picking every phase shares
-  ``byte_phases``   evacuation, rack fixes, capacity relief, broker and disk byte balance
-  ``count_phases``  replica and leader counts (proposer rounds, then one move at a time),
-                    and leaders by preferred-leader changes (no bytes) first
-  ``leader_paths``  what one-hop preferred-leader changes leave, along chains of brokers
-  ``propose``       the count phases' candidates in rounds ("the proposer proposes, the driver
-                    disposes") -- ``propose_spark`` runs the same array code as Spark jobs
-  ``chains``        two-move chains for a broker one move cannot help: refill it, then it
-                    gives (counts); a full rack-mate vents, then it takes (bytes)
-  ``exchange``      count moves that trade replicas between two brokers so bytes stay in band
-  ``cancel``        last: a replica moved from one broker to another and one moved back the
-                    other way both stay put where both brokers' bands stay no worse
-  ``simplify``      then: two moves between one broker's directories replaced by one where
-                    that moves fewer bytes for the same directory bands
-  ``exact``         the mixed-integer program (HiGHS) for small clusters the greedy falls short on;
-                    the goals add their own rows to its ``Model``
-  ``report``        reassignment JSON, balance figures, lower bounds, independent hard-rule check
-  ``bound_lp``      the lower bound as a linear program (HiGHS) over brokers and directories,
-                    with the count goals and rack repairs that the closed-form bound leaves out
-  ``achievable``    which soft-goal bands the hard rules put out of reach (Offline-dir brokers,
-                    racks), so the summary tells a planner shortfall from a real limit
-  ``pipeline``      ``make_plan``: the order above, a second greedy pass over the first's
-                    result when an achievable goal is left unmet, the exact fallback, the summary
-  ``cli``           ``spindle-rebalance plan|generate``; also the ``spark-submit`` entry point
-  ``generator``     synthetic skewed clusters (shape families) for tests and the benchmarks
+  ``input``     the snapshot and the request: ``model`` (snapshot JSON -> validated numpy
+                columns, goal settings, errors), ``scope`` (what the mode may touch: dirs
+                to empty, dirs that may receive, goals in play)
+  ``goals``     one module per goal (capacity, rack, broker bytes, disk bytes, replica and
+                leader counts) behind one interface, and ``bands``, the band arithmetic
+  ``search``    the greedy: ``prepare`` (per-replica aggregates, candidate order), ``state``
+                (loads, counts, ``apply``), ``placement`` (the destination search), ``core``
+                (the steps in order), the phases (``byte_phases``, ``count_phases``,
+                ``leader_paths``, ``chains``, ``exchange``, ``cancel``, ``simplify``) and the
+                count phases' proposer (``propose``)
+  ``spark``     the same preparation and proposer as Spark jobs (``job``, ``propose``): the
+                only modules that import pyspark
+  ``exact``     the mixed-integer program (HiGHS) for small clusters (``mip``) and the
+                repair over the brokers the greedy left out of band (``repair``)
+  ``analysis``  judging a placement from the snapshot alone, sharing nothing with the
+                optimiser: ``report`` (reassignment JSON, figures, hard-rule check),
+                ``bound_lp`` (lower bounds), ``achievable`` (which bands are out of reach)
+  ``pipeline``  ``make_plan``: the stages in order; ``passes``: the later greedy passes and
+                the exact repair; ``highs``: the HiGHS row buffer ``exact`` and ``bound_lp``
+                share
+  ``cli``       ``spindle-rebalance plan|generate``; also the ``spark-submit`` entry point
+  ``generator`` synthetic skewed clusters (shape families) for tests and the benchmarks
 
-Only ``spark_job`` and ``propose_spark`` import pyspark (``pipeline`` and ``cli`` reach them
-only when given a Spark session); an import-linter contract keeps the rest free of it.
-Pure planning (everything but ``spark_job``, ``cli`` and ``model.load_snapshot``) does no I/O.
+What may import what (import-linter keeps it): ``input`` imports nothing of the planner;
+``goals`` only ``input``; ``analysis`` only those two (and ``highs``); ``search`` and
+``exact`` also ``analysis``, not each other; ``spark`` also ``search``; ``pipeline`` and
+``passes`` everything; nothing outside the planner imports its insides: the operator goes
+through this package's names and ``api``.
+
+This package itself re-exports the few names other packages need (the settings, the errors,
+the snapshot parser, the band arithmetic) and imports nothing heavy, so a reader of
+settings (the dashboard) does not load the optimiser or Spark.
 """
+
+from spindle.rebalance.goals.bands import band_floor
+from spindle.rebalance.input.model import (
+    MODES,
+    STATES,
+    Goals,
+    PlanError,
+    SnapshotError,
+    parse_snapshot,
+)
+from spindle.rebalance.input.scope import Request
+
+__all__ = [
+    "MODES",
+    "STATES",
+    "Goals",
+    "PlanError",
+    "Request",
+    "SnapshotError",
+    "band_floor",
+    "parse_snapshot",
+]

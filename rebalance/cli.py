@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from spindle.rebalance.model import (
+from spindle.rebalance.input.model import (
     MODES,
     Goals,
     PlanError,
@@ -25,7 +25,7 @@ from spindle.rebalance.model import (
     cluster_to_json,
     load_snapshot,
 )
-from spindle.rebalance.scope import Request
+from spindle.rebalance.input.scope import Request
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -98,7 +98,7 @@ def _write_json(path: Path, data: Any) -> None:
 
 
 def run_plan(args: argparse.Namespace, *, spark: Any = None) -> dict[str, Any]:
-    from spindle.rebalance.pipeline import make_plan
+    from spindle.rebalance.api import plan
 
     goals = Goals()
     if args.goals is not None:
@@ -110,11 +110,11 @@ def run_plan(args: argparse.Namespace, *, spark: Any = None) -> dict[str, Any]:
     cluster = load_snapshot(args.snapshot)
     own = False
     if spark is None and not args.no_spark:
-        from spindle.rebalance.spark_job import spark_session
+        from spindle.rebalance.spark.job import spark_session
 
         spark, own = spark_session(args.master), True
     try:
-        result = make_plan(cluster, request, goals=goals, spark=spark)
+        result = plan(cluster, request, goals, spark)
     finally:
         if own:
             spark.stop()

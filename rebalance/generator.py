@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-from spindle.rebalance.model import ACTIVE, DRAINING, OFFLINE, Cluster
+from spindle.rebalance.input.model import ACTIVE, DRAINING, OFFLINE, Cluster
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from spindle.rebalance import repair
-from spindle.rebalance.achievable import classify, unachievable
-from spindle.rebalance.core import plan_core
+from spindle.rebalance.analysis.achievable import classify, unachievable
+from spindle.rebalance.analysis.report import figures, hard_violations, offenders
+from spindle.rebalance.exact import repair
 from spindle.rebalance.goals import soft_goals
-from spindle.rebalance.model import Cluster, Goals, executed
-from spindle.rebalance.prepare import Prepared, prepare_local
-from spindle.rebalance.report import figures, hard_violations, offenders
-from spindle.rebalance.scope import Request, Scope, build_scope
+from spindle.rebalance.input.model import Cluster, Goals, executed
+from spindle.rebalance.input.scope import Request, Scope, build_scope
+from spindle.rebalance.search.core import plan_core, reordered_leaders
+from spindle.rebalance.search.prepare import Prepared, prepare_local
 
 
 @dataclass
@@ -50,7 +50,7 @@ class Choice:
 def prepare(cluster: Cluster, scope: Scope, spark: Any) -> Prepared:
     """The preparation stage: Spark when given a session, numpy otherwise."""
     if spark is not None:
-        from spindle.rebalance.spark_job import prepare_spark
+        from spindle.rebalance.spark.job import prepare_spark
 
         return prepare_spark(spark, cluster, scope)
     return prepare_local(cluster, scope)
@@ -144,7 +144,7 @@ def repair_pass(
         lead = cluster.rep_leader if choice.leader is None else choice.leader
         if goals.leader_reorder:
             placed = (found.cur_broker, found.cur_dir)
-            lead = repair.reordered_leaders(cluster, request, goals, placed, lead)
+            lead = reordered_leaders(cluster, request, goals, placed, lead)
         base = (found.cur_broker, found.cur_dir, lead)
         best = distance(
             cluster, scope, goals, choice.status, choice.cur_b, choice.cur_d, choice.leader

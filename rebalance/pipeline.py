@@ -10,10 +10,18 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-from spindle.rebalance import exact
-from spindle.rebalance.core import Outcome, plan_core
+from spindle.rebalance.analysis.report import (
+    build_election,
+    build_plan,
+    figures,
+    hard_violations,
+    lower_bounds,
+    per_broker_and_dir,
+)
+from spindle.rebalance.exact import mip as exact
 from spindle.rebalance.goals.base import dir_loads
-from spindle.rebalance.model import Cluster, Goals, PlanError
+from spindle.rebalance.input.model import Cluster, Goals, PlanError
+from spindle.rebalance.input.scope import Request, Scope, build_scope
 from spindle.rebalance.passes import (
     Choice,
     distance,
@@ -23,15 +31,7 @@ from spindle.rebalance.passes import (
     second_pass,
     short_of_goals,
 )
-from spindle.rebalance.report import (
-    build_election,
-    build_plan,
-    figures,
-    hard_violations,
-    lower_bounds,
-    per_broker_and_dir,
-)
-from spindle.rebalance.scope import Request, Scope, build_scope
+from spindle.rebalance.search.core import Outcome, plan_core
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from spindle.operator.dashboard import fmt
-from spindle.rebalance.bands import band_floor
-from spindle.rebalance.model import Goals
+from spindle.rebalance import Goals, band_floor
 
 Obj = Mapping[str, Any]
 STATES = ("Active", "Cordoned", "Draining", "Offline", "Replacing", "Rebuilding", "Empty")

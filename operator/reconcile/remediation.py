@@ -61,9 +61,8 @@ from spindle.operator.reconcile.roller import restart_pod
 from spindle.operator.specs import Obj
 from spindle.operator.specs.names import API_VERSION
 from spindle.operator.specs.status import Condition, merge_conditions
-from spindle.rebalance.model import Goals, PlanError, SnapshotError, parse_snapshot
-from spindle.rebalance.pipeline import make_plan
-from spindle.rebalance.scope import Request
+from spindle.rebalance import Goals, PlanError, Request, SnapshotError, parse_snapshot
+from spindle.rebalance.api import plan
 
 LABEL_REMEDIATION = "spindle.io/remediation-of"
 
@@ -93,7 +92,7 @@ def fix_offline_plan(servers: list[str], dir_states: Mapping[tuple[int, str], st
     """A fresh snapshot of the cluster, planned in the planner's ``fix-offline`` mode."""
     try:
         doc = gather_snapshot(servers, dir_states=dir_states)
-        result = make_plan(parse_snapshot(doc), Request(mode="fix-offline"), goals=Goals())
+        result = plan(parse_snapshot(doc), Request(mode="fix-offline"), Goals())
     except (BrokerError, PlanError, SnapshotError) as exc:
         raise FixOfflineUnavailable(str(exc)) from exc
     except Exception as exc:  # a Kafka client error, a broker gone mid-read: no plan this pass

@@ -41,8 +41,8 @@ from spindle.operator.brokers import gather_snapshot
 from spindle.operator.decisions.proposal import replica_moves
 from spindle.operator.kube import CONFIGMAPS, KubeApi, KubeError
 from spindle.operator.snapshot import SnapshotBuildError
-from spindle.rebalance import cli as planner_cli
-from spindle.rebalance.model import PlanError, SnapshotError
+from spindle.rebalance import PlanError, SnapshotError
+from spindle.rebalance import api as planner
 
 TEXT_LIMIT = 900 * 1024
 
@@ -124,7 +124,7 @@ def plan(
             argv += ["--dirs", *args.dir]
         if args.master:
             argv += ["--master", args.master]
-        planner_cli.run_plan(planner_cli._parser().parse_args(argv))
+        planner.plan_command(argv)
         result = json.loads((work / "plan.json").read_text())
         summary = (work / "summary.json").read_text()
         election = (work / "election.json").read_text()

@@ -24,7 +24,7 @@ from spindle.rebalance.goals.capacity import Capacity
 from spindle.rebalance.goals.counts import CountGoal, LeaderCount, ReplicaCount
 from spindle.rebalance.goals.disk_bytes import DiskBytes
 from spindle.rebalance.goals.rack import Rack
-from spindle.rebalance.model import Goals
+from spindle.rebalance.input.model import Goals
 
 #: Each broker's bytes over its capacity, within the band around the cluster mean.
 BROKER_BYTES = BrokerBytes.name

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 import numpy.typing as npt
-from spindle.rebalance.bands import band_floor
-from spindle.rebalance.model import OFFLINE, Cluster, Goals
-from spindle.rebalance.scope import Scope
+from spindle.rebalance.goals.bands import band_floor
+from spindle.rebalance.input.model import OFFLINE, Cluster, Goals
+from spindle.rebalance.input.scope import Scope
 
 if TYPE_CHECKING:
-    from spindle.rebalance.exact import Model
-    from spindle.rebalance.state import PlannerState
+    from spindle.rebalance.exact.mip import Model
+    from spindle.rebalance.search.state import PlannerState
 
 Value = TypeVar("Value", float, npt.NDArray[np.float64])
 

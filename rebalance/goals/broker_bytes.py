@@ -10,15 +10,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-from spindle.rebalance.bands import band_floor
+from spindle.rebalance.goals.bands import band_floor
 from spindle.rebalance.goals.base import Move, Placed, SoftGoal, band_figures, broker_offenders
 from spindle.rebalance.goals.rack import rack_share
-from spindle.rebalance.model import Cluster, Goals
-from spindle.rebalance.scope import Scope
+from spindle.rebalance.input.model import Cluster, Goals
+from spindle.rebalance.input.scope import Scope
 
 if TYPE_CHECKING:
-    from spindle.rebalance.exact import Model
-    from spindle.rebalance.state import PlannerState
+    from spindle.rebalance.exact.mip import Model
+    from spindle.rebalance.search.state import PlannerState
 
 
 class BrokerBytes(SoftGoal):

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from spindle.rebalance.goals.base import Goal, Placed, dir_loads
-from spindle.rebalance.scope import Scope
+from spindle.rebalance.input.scope import Scope
 
 if TYPE_CHECKING:
-    from spindle.rebalance.exact import Model
+    from spindle.rebalance.exact.mip import Model
 
 
 class Capacity(Goal):

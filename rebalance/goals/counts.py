@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from spindle.rebalance.bands import band_floor, count_band
+from spindle.rebalance.goals.bands import band_floor, count_band
 from spindle.rebalance.goals.base import (
     DIR_UTIL_WEIGHT,
     UTIL_WEIGHT,
@@ -22,11 +22,11 @@ from spindle.rebalance.goals.base import (
     band_figures,
     broker_offenders,
 )
-from spindle.rebalance.scope import Scope
+from spindle.rebalance.input.scope import Scope
 
 if TYPE_CHECKING:
-    from spindle.rebalance.exact import Model
-    from spindle.rebalance.state import PlannerState
+    from spindle.rebalance.exact.mip import Model
+    from spindle.rebalance.search.state import PlannerState
 
 
 def taker_score(count: Value, denom: int, util: Value) -> Value:

@@ -6,14 +6,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from spindle.rebalance.bands import band_floor
+from spindle.rebalance.goals.bands import band_floor
 from spindle.rebalance.goals.base import BLOCKED, GENERIC, Move, Placed, SoftGoal
-from spindle.rebalance.model import ACTIVE
-from spindle.rebalance.scope import Scope
+from spindle.rebalance.input.model import ACTIVE
+from spindle.rebalance.input.scope import Scope
 
 if TYPE_CHECKING:
-    from spindle.rebalance.exact import Model
-    from spindle.rebalance.state import PlannerState
+    from spindle.rebalance.exact.mip import Model
+    from spindle.rebalance.search.state import PlannerState
 
 
 class DiskBytes(SoftGoal):

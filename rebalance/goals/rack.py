@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from spindle.rebalance.goals.base import Goal, Placed
-from spindle.rebalance.model import I64, Cluster, Goals
-from spindle.rebalance.scope import Scope
+from spindle.rebalance.input.model import I64, Cluster, Goals
+from spindle.rebalance.input.scope import Scope
 
 if TYPE_CHECKING:
-    from spindle.rebalance.exact import Model
+    from spindle.rebalance.exact.mip import Model
 
 
 def hosting_racks(cluster: Cluster, scope: Scope) -> int:

@@ -13,7 +13,7 @@ from spindle.operator.dashboard.app import template_environment
 from spindle.operator.dashboard.auth import Sessions, User, csrf_matches
 from spindle.operator.dashboard.settings import parse_listen
 from spindle.operator.dashboard.store import literal, serves
-from spindle.rebalance.model import Goals
+from spindle.rebalance.input.model import Goals
 
 GI = 1024**3
 

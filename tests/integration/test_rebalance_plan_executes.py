@@ -31,7 +31,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError
 from spindle.operator.brokers import gather_snapshot, gather_snapshot_async
-from spindle.rebalance.model import parse_snapshot
+from spindle.rebalance.input.model import parse_snapshot
 
 from ..broker.conftest import CACHE_BIN, Broker, Etcd, make_broker
 

@@ -16,7 +16,7 @@ from spindle.operator.snapshot import (
     build_snapshot,
     partitions_from_admin,
 )
-from spindle.rebalance.model import OFFLINE, parse_snapshot
+from spindle.rebalance.input.model import OFFLINE, parse_snapshot
 
 GB = 1 << 30
 STORAGE_ERROR = 56  # Kafka's KAFKA_STORAGE_ERROR

@@ -10,14 +10,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from spindle.rebalance.model import Cluster
+from spindle.rebalance.input.model import Cluster
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """A local[2] SparkSession on loopback, UI off, few shuffle partitions (tests are small)."""
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    from spindle.rebalance.spark_job import spark_session
+    from spindle.rebalance.spark.job import spark_session
 
     session = spark_session("local[2]", shuffle_partitions=2)
     yield session

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from spindle.rebalance.achievable import blocked_disk_mean, unachievable
+from spindle.rebalance.analysis.achievable import blocked_disk_mean, unachievable
 from spindle.rebalance.generator import Shape, family_shape, generate
 from spindle.rebalance.goals import DISK_BYTES, REPLICAS, SOFT_GOALS
 from spindle.rebalance.goals.rack import rack_share
-from spindle.rebalance.model import OFFLINE, Goals, PlanError
+from spindle.rebalance.input.model import OFFLINE, Goals, PlanError
+from spindle.rebalance.input.scope import Request, build_scope
 from spindle.rebalance.pipeline import make_plan
-from spindle.rebalance.scope import Request, build_scope
 
 
 def _bench_shape(seed: int) -> Shape:

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from spindle.rebalance import exact
+from spindle.rebalance.exact import mip as exact
 from spindle.rebalance.generator import family_shape, generate, small_shape
-from spindle.rebalance.model import Goals, parse_snapshot
+from spindle.rebalance.input.model import Goals, parse_snapshot
+from spindle.rebalance.input.scope import Request, build_scope
 from spindle.rebalance.pipeline import make_plan
-from spindle.rebalance.scope import Request, build_scope
 
 from .test_mip_optimum import optimum
 

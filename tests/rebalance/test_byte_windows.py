@@ -7,8 +7,8 @@ when none of those may join the taker's rack, and a failure is remembered for ev
 from __future__ import annotations
 
 import numpy as np
-from spindle.rebalance.byte_phases import _window_fails
-from spindle.rebalance.placement import TRIES
+from spindle.rebalance.search.byte_phases import _window_fails
+from spindle.rebalance.search.placement import TRIES
 
 
 def _tries_one(size: np.ndarray, ok: np.ndarray, need: float, room: float) -> bool:
@@ -54,7 +54,7 @@ class _Reads(Exception):
 def test_surely_fail_refuses_exactly_the_donors_may_give_refuses_from_its_record() -> None:
     from types import SimpleNamespace
 
-    from spindle.rebalance.byte_phases import _Windows
+    from spindle.rebalance.search.byte_phases import _Windows
 
     rng = np.random.default_rng(7)
     n_b, n_r = 40, 3

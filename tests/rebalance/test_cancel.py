@@ -4,11 +4,11 @@ brokers' bands stay no worse."""
 from __future__ import annotations
 
 import numpy as np
-from spindle.rebalance import core
 from spindle.rebalance.generator import family_shape, generate
-from spindle.rebalance.model import Cluster, Goals
+from spindle.rebalance.input.model import Cluster, Goals
+from spindle.rebalance.input.scope import Request
 from spindle.rebalance.pipeline import PlanResult, make_plan
-from spindle.rebalance.scope import Request
+from spindle.rebalance.search import core
 
 from .test_hard_rules import check_hard_rules
 

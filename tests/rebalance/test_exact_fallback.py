@@ -10,13 +10,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from spindle.rebalance import exact
+from spindle.rebalance.analysis.report import hard_violations
 from spindle.rebalance.cli import main
+from spindle.rebalance.exact import mip as exact
 from spindle.rebalance.generator import Shape, generate, small_shape
-from spindle.rebalance.model import Goals, PlanError, cluster_to_json
+from spindle.rebalance.input.model import Goals, PlanError, cluster_to_json
+from spindle.rebalance.input.scope import Request, build_scope
 from spindle.rebalance.pipeline import make_plan
-from spindle.rebalance.report import hard_violations
-from spindle.rebalance.scope import Request, build_scope
 
 from .test_hard_rules import check_hard_rules
 

@@ -13,15 +13,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from spindle.rebalance import core
-from spindle.rebalance.achievable import classify, unachievable
-from spindle.rebalance.core import Planner
-from spindle.rebalance.exchange import exchange_counts
+from spindle.rebalance.analysis.achievable import classify, unachievable
+from spindle.rebalance.analysis.report import figures, hard_violations, offenders
 from spindle.rebalance.generator import generate, mid_shape
-from spindle.rebalance.model import Cluster, Goals, parse_snapshot
-from spindle.rebalance.prepare import prepare_local
-from spindle.rebalance.report import figures, hard_violations, offenders
-from spindle.rebalance.scope import Request, build_scope
+from spindle.rebalance.input.model import Cluster, Goals, parse_snapshot
+from spindle.rebalance.input.scope import Request, build_scope
+from spindle.rebalance.search import core
+from spindle.rebalance.search.core import Planner
+from spindle.rebalance.search.exchange import exchange_counts
+from spindle.rebalance.search.prepare import prepare_local
 
 from .test_modes import GIB, snapshot
 
@@ -146,7 +146,7 @@ def test_exchanges_respect_the_move_cap() -> None:
 def test_exchange_candidates_come_in_the_order_of_one_full_sort() -> None:
     """The search reads candidates lazily, piece by piece (partial selection), and stops at
     the first that fits; the order must be exactly (key, cost, position), ties included."""
-    from spindle.rebalance.exchange_search import CHUNK, _pieces
+    from spindle.rebalance.search.exchange_search import CHUNK, _pieces
 
     rng = np.random.default_rng(7)
     for n, distinct in ((10, 3), (3 * CHUNK, 5), (9 * CHUNK, 40), (9 * CHUNK, 9 * CHUNK)):
@@ -165,7 +165,7 @@ def test_a_search_judges_the_cells_of_the_whole_grid_and_a_cut_only_hides_what_l
     """``exchange_search``: the cells the byte bands leave (found per out-set by bisection)
     are those the band check keeps over the whole grid, and a search cut at the best of
     another partner answers its own best when that beats the cut, else nothing."""
-    from spindle.rebalance.exchange import _Exchanger
+    from spindle.rebalance.search.exchange import _Exchanger
 
     pl = _greedy_only(monkeypatch, generate(mid_shape(15)))
     ex = _Exchanger(pl)

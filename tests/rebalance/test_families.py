@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from spindle.rebalance.generator import FAMILIES, family_shape, generate
-from spindle.rebalance.model import Goals, executed
+from spindle.rebalance.input.model import Goals, executed
+from spindle.rebalance.input.scope import Request
 from spindle.rebalance.pipeline import make_plan
-from spindle.rebalance.scope import Request
 
 from .test_hard_rules import check_hard_rules
 

@@ -4,7 +4,7 @@ model), and the summary lists the goal objects rather than names typed out again
 from __future__ import annotations
 
 import numpy as np
-from spindle.rebalance.exact import Model
+from spindle.rebalance.exact.mip import Model
 from spindle.rebalance.generator import Shape, generate
 from spindle.rebalance.goals import (
     BrokerBytes,
@@ -15,9 +15,9 @@ from spindle.rebalance.goals import (
     soft_goals,
 )
 from spindle.rebalance.goals.counts import dir_score, taker_score
-from spindle.rebalance.model import Goals
+from spindle.rebalance.input.model import Goals
+from spindle.rebalance.input.scope import Request, build_scope
 from spindle.rebalance.pipeline import make_plan
-from spindle.rebalance.scope import Request, build_scope
 
 SMALL = Shape(brokers=4, disks=2, replicas=120, racks=2, new_brokers=1, seed=2)
 

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from spindle.rebalance.generator import Shape, generate
-from spindle.rebalance.model import (
+from spindle.rebalance.input.model import (
     ACTIVE,
     DRAINING,
     OFFLINE,
@@ -17,8 +17,8 @@ from spindle.rebalance.model import (
     PlanError,
     max_per_rack,
 )
+from spindle.rebalance.input.scope import Request
 from spindle.rebalance.pipeline import PlanResult, make_plan
-from spindle.rebalance.scope import Request
 
 MODES = ("full", "intra-broker", "remove-brokers", "add-brokers", "fix-offline", "remove-volumes")
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from spindle.rebalance import exact
+from spindle.rebalance.exact import mip as exact
 from spindle.rebalance.generator import generate, small_shape
-from spindle.rebalance.model import Cluster, Goals, PlanError
+from spindle.rebalance.input.model import Cluster, Goals, PlanError
+from spindle.rebalance.input.scope import Request, build_scope
 from spindle.rebalance.pipeline import make_plan
-from spindle.rebalance.scope import Request, build_scope
 
 
 def optimum(cluster: Cluster, goals: Goals) -> float | None:

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 from spindle.rebalance.generator import Shape, generate
-from spindle.rebalance.model import DRAINING, OFFLINE, Goals, PlanError, parse_snapshot
+from spindle.rebalance.input.model import DRAINING, OFFLINE, Goals, PlanError, parse_snapshot
+from spindle.rebalance.input.scope import Request
 from spindle.rebalance.pipeline import make_plan
-from spindle.rebalance.scope import Request
 
 GIB = 1 << 30
 

@@ -28,9 +28,9 @@ from typing import Any
 
 import pytest
 from spindle.rebalance.generator import Shape, generate
-from spindle.rebalance.model import Goals, PlanError
+from spindle.rebalance.input.model import Goals, PlanError
+from spindle.rebalance.input.scope import Request
 from spindle.rebalance.pipeline import make_plan
-from spindle.rebalance.scope import Request
 
 # 6 brokers x 2 disks on 3 racks, one Offline and one Draining dir, one new broker.
 SHAPE = Shape(

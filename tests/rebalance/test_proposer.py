@@ -9,14 +9,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from spindle.rebalance import count_phases, propose
 from spindle.rebalance.generator import Shape, generate
 from spindle.rebalance.goals.rack import hosting_racks, rack_limits
-from spindle.rebalance.model import Cluster, Goals
+from spindle.rebalance.input.model import Cluster, Goals
+from spindle.rebalance.input.scope import Request, build_scope
 from spindle.rebalance.pipeline import make_plan
-from spindle.rebalance.propose import CountRound, LocalProposer, Proposals
-from spindle.rebalance.propose_spark import SparkProposer
-from spindle.rebalance.scope import Request, build_scope
+from spindle.rebalance.search import count_phases, propose
+from spindle.rebalance.search.propose import CountRound, LocalProposer, Proposals
+from spindle.rebalance.spark.propose import SparkProposer
 
 
 @pytest.fixture(autouse=True)

@@ -5,14 +5,14 @@ placement. Real HiGHS solves, no mocks."""
 from __future__ import annotations
 
 import numpy as np
-from spindle.rebalance import repair
-from spindle.rebalance.achievable import unachievable
-from spindle.rebalance.exact import Near
+from spindle.rebalance.analysis.achievable import unachievable
+from spindle.rebalance.analysis.report import hard_violations
+from spindle.rebalance.exact import repair
+from spindle.rebalance.exact.mip import Near
 from spindle.rebalance.generator import generate, small_shape
-from spindle.rebalance.model import Goals
+from spindle.rebalance.input.model import Goals
+from spindle.rebalance.input.scope import Request, build_scope
 from spindle.rebalance.pipeline import make_plan
-from spindle.rebalance.report import hard_violations
-from spindle.rebalance.scope import Request, build_scope
 
 
 def test_a_neighbourhood_solve_moves_only_replicas_on_or_onto_its_brokers() -> None:

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from spindle.rebalance.analysis.report import build_plan
 from spindle.rebalance.generator import Shape, generate
-from spindle.rebalance.model import Cluster
-from spindle.rebalance.report import build_plan
+from spindle.rebalance.input.model import Cluster
 
 
 def _reference(

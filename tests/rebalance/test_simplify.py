@@ -4,11 +4,11 @@ replaced by one."""
 
 from __future__ import annotations
 
-from spindle.rebalance import core
 from spindle.rebalance.generator import family_shape, generate
-from spindle.rebalance.model import Goals
+from spindle.rebalance.input.model import Goals
+from spindle.rebalance.input.scope import Request
 from spindle.rebalance.pipeline import make_plan
-from spindle.rebalance.scope import Request
+from spindle.rebalance.search import core
 
 from .test_hard_rules import check_hard_rules
 

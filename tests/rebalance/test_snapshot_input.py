@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from spindle.rebalance.generator import Shape, generate
-from spindle.rebalance.model import Goals, SnapshotError, cluster_to_json, parse_snapshot
-from spindle.rebalance.scope import Request, build_scope
+from spindle.rebalance.input.model import Goals, SnapshotError, cluster_to_json, parse_snapshot
+from spindle.rebalance.input.scope import Request, build_scope
 
 
 def _doc() -> dict[str, Any]:

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 from spindle.rebalance.generator import Shape, generate
-from spindle.rebalance.model import Goals, cluster_to_json
+from spindle.rebalance.input.model import Goals, cluster_to_json
+from spindle.rebalance.input.scope import Request, build_scope
 from spindle.rebalance.pipeline import make_plan
-from spindle.rebalance.prepare import prepare_local
-from spindle.rebalance.scope import Request, build_scope
-from spindle.rebalance.spark_job import prepare_spark
+from spindle.rebalance.search.prepare import prepare_local
+from spindle.rebalance.spark.job import prepare_spark
 
 CLI = str(Path(sys.executable).with_name("spindle-rebalance"))
 

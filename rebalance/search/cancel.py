@@ -26,10 +26,10 @@ import bisect
 from typing import TYPE_CHECKING
 
 import numpy as np
-from spindle.rebalance.simplify import band_violation, dir_band
+from spindle.rebalance.search.simplify import band_violation, dir_band
 
 if TYPE_CHECKING:
-    from spindle.rebalance.core import Planner
+    from spindle.rebalance.search.core import Planner
 
 #: Replicas moved the other way tried per replica (nearest in size first).
 NEAREST = 6

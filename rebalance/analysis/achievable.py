@@ -43,7 +43,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from spindle.rebalance.bands import band_floor
 from spindle.rebalance.goals import (
     BROKER_BYTES,
     DISK_BYTES,
@@ -53,10 +52,11 @@ from spindle.rebalance.goals import (
     LeaderCount,
     ReplicaCount,
 )
+from spindle.rebalance.goals.bands import band_floor
 from spindle.rebalance.goals.broker_bytes import StartLoads
 from spindle.rebalance.goals.rack import hosting_racks, rack_limits
-from spindle.rebalance.model import ACTIVE, OFFLINE, Cluster, Goals
-from spindle.rebalance.scope import Scope
+from spindle.rebalance.input.model import ACTIVE, OFFLINE, Cluster, Goals
+from spindle.rebalance.input.scope import Scope
 
 #: Soft goals, in the order the summary lists them.
 

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
-from spindle.rebalance.bands import band_floor
 from spindle.rebalance.goals import CountGoal
+from spindle.rebalance.goals.bands import band_floor
 
 if TYPE_CHECKING:
-    from spindle.rebalance.core import Planner
+    from spindle.rebalance.search.core import Planner
 
 #: Candidates whose directories are checked at once, best first.
 CHUNK = 1024

@@ -32,9 +32,8 @@ import time
 from typing import Any
 
 import numpy as np
-from spindle.rebalance.achievable import unachievable
-from spindle.rebalance.count_phases import reorder_leaders
-from spindle.rebalance.exact import ExactResult, Model, Near, mip_solver, read_result
+from spindle.rebalance.analysis.achievable import unachievable
+from spindle.rebalance.exact.mip import ExactResult, Model, Near, mip_solver, read_result
 from spindle.rebalance.goals import (
     DISK_BYTES,
     BrokerBytes,
@@ -44,11 +43,8 @@ from spindle.rebalance.goals import (
     Rack,
     ReplicaCount,
 )
-from spindle.rebalance.leader_paths import reorder_paths
-from spindle.rebalance.model import Cluster, Goals, executed
-from spindle.rebalance.placement import Placer
-from spindle.rebalance.prepare import prepare_local
-from spindle.rebalance.scope import Request, Scope, build_scope
+from spindle.rebalance.input.model import Cluster, Goals
+from spindle.rebalance.input.scope import Scope
 
 #: Largest cluster (replicas) repaired: the model's columns are built replica by replica and
 #: the root LP grows with them. Measured (two shared cores): 2000-8000 replicas, 9-25 s a
@@ -154,21 +150,3 @@ def solve_near(
     model.flush(h)
     h.run()
     return read_result(h, model, time.perf_counter() - t0)
-
-
-def reordered_leaders(
-    cluster: Cluster,
-    request: Request,
-    goals: Goals,
-    placement: tuple[np.ndarray, np.ndarray],
-    leader: np.ndarray,
-) -> np.ndarray:
-    """Which replica leads each partition once the greedy's zero-byte leader steps (one hop,
-    then along chains) have run over ``placement`` with ``leader``: the repair leaves the
-    leader bands to preferred-leader changes, which move no bytes and no replica."""
-    after = executed(cluster, placement, leader)
-    scope = build_scope(after, request)
-    pl = Placer(after, prepare_local(after, scope), scope, goals=goals, request=request)
-    reorder_leaders(pl)
-    reorder_paths(pl)
-    return np.asarray(pl.lead, bool).copy()

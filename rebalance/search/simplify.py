@@ -31,10 +31,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-from spindle.rebalance.bands import band_floor
+from spindle.rebalance.goals.bands import band_floor
 
 if TYPE_CHECKING:
-    from spindle.rebalance.core import Planner
+    from spindle.rebalance.search.core import Planner
 
 #: Largest intra-broker moves off one directory combined two at a time.
 PAIRS_OF = 8

@@ -11,9 +11,9 @@ from __future__ import annotations
 from bisect import bisect_left
 
 import numpy as np
-from spindle.rebalance.bands import band_floor
-from spindle.rebalance.chains import vent_then_take
-from spindle.rebalance.placement import TRIES, Placer
+from spindle.rebalance.goals.bands import band_floor
+from spindle.rebalance.search.chains import vent_then_take
+from spindle.rebalance.search.placement import TRIES, Placer
 
 
 def evacuate(pl: Placer) -> None:

@@ -48,8 +48,8 @@ from spindle.rebalance.goals import (
 )
 from spindle.rebalance.goals.rack import hosting_racks, rack_limits, rack_share
 from spindle.rebalance.highs import Rows, quiet_highs
-from spindle.rebalance.model import ACTIVE, Cluster, Goals
-from spindle.rebalance.scope import Scope
+from spindle.rebalance.input.model import ACTIVE, Cluster, Goals
+from spindle.rebalance.input.scope import Scope
 
 #: Largest cluster (replicas) the pipeline hands to the exact planner. Measured on this
 #: machine (one thread, NODE_LIMIT): 48 replicas 0.2-2.4 s, 100-300 replicas 0.3-4 s, about

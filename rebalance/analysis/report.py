@@ -21,14 +21,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from spindle.rebalance.achievable import unachievable
-from spindle.rebalance.bands import band_floor
-from spindle.rebalance.bound_lp import lp_bound
+from spindle.rebalance.analysis.achievable import unachievable
+from spindle.rebalance.analysis.bound_lp import lp_bound
 from spindle.rebalance.goals import BrokerBytes, Capacity, DiskBytes, hard_goals, soft_goals
+from spindle.rebalance.goals.bands import band_floor
 from spindle.rebalance.goals.base import Placed, dir_loads
 from spindle.rebalance.goals.broker_bytes import StartLoads
-from spindle.rebalance.model import ACTIVE, OFFLINE, STATES, Cluster, Goals
-from spindle.rebalance.scope import Scope
+from spindle.rebalance.input.model import ACTIVE, OFFLINE, STATES, Cluster, Goals
+from spindle.rebalance.input.scope import Scope
 
 
 def build_plan(

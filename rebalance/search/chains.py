@@ -30,7 +30,7 @@ stuck broker sheds onto that rack-mate.
 from __future__ import annotations
 
 import numpy as np
-from spindle.rebalance.placement import Placer
+from spindle.rebalance.search.placement import Placer
 
 #: Refills per broker in one call at most (each is one move; the phase runs up to three
 #: times per plan, once per count pass).

@@ -18,7 +18,7 @@ from spindle.rebalance.goals import CountGoal
 from spindle.rebalance.goals.base import Move
 from spindle.rebalance.goals.counts import dir_score, taker_score
 from spindle.rebalance.goals.scoring import byte_dest_score, with_misses
-from spindle.rebalance.state import PlannerState
+from spindle.rebalance.search.state import PlannerState
 
 #: How many candidate replicas of one directory are tried before giving up on it for a need.
 TRIES = 24

@@ -12,12 +12,12 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from spindle.rebalance.bands import band_floor
-from spindle.rebalance.chains import refill_one
 from spindle.rebalance.goals import CountGoal
+from spindle.rebalance.goals.bands import band_floor
 from spindle.rebalance.goals.counts import dir_score, taker_score
-from spindle.rebalance.placement import TRIES, Placer
-from spindle.rebalance.propose import CountRound, Proposals
+from spindle.rebalance.search.chains import refill_one
+from spindle.rebalance.search.placement import TRIES, Placer
+from spindle.rebalance.search.propose import CountRound, Proposals
 
 #: Proposer rounds per count phase at most (each round re-proposes from the live state). A
 #: guard, not the usual stop: rounds end once one applies fewer than ``ROUND_MIN`` moves. On

@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from spindle.rebalance.model import I64, Cluster
-from spindle.rebalance.propose import (
+from spindle.rebalance.input.model import I64, Cluster
+from spindle.rebalance.search.propose import (
     Block,
     CountRound,
     Moves,

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from spindle.rebalance.state import PlannerState
+    from spindle.rebalance.search.state import PlannerState
 
 
 class _Edges:

@@ -48,13 +48,13 @@ from __future__ import annotations
 
 import highspy
 import numpy as np
-from spindle.rebalance.bands import band_floor
 from spindle.rebalance.goals import BROKER_BYTES, DISK_BYTES, REPLICAS, ReplicaCount
+from spindle.rebalance.goals.bands import band_floor
 from spindle.rebalance.goals.broker_bytes import StartLoads
 from spindle.rebalance.goals.rack import hosting_racks, rack_limits
 from spindle.rebalance.highs import Rows, quiet_highs
-from spindle.rebalance.model import ACTIVE, Cluster, Goals
-from spindle.rebalance.scope import Scope
+from spindle.rebalance.input.model import ACTIVE, Cluster, Goals
+from spindle.rebalance.input.scope import Scope
 
 #: Band edges widened by this fraction: the goals' own checks allow ~1e-9, and a valid
 #: bound must not be tighter than what they accept.

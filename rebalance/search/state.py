@@ -13,13 +13,13 @@ a leading underscore are the greedy's own caches. Not thread-safe; one instance 
 from __future__ import annotations
 
 import numpy as np
-from spindle.rebalance.achievable import rack_keeps, unachievable
+from spindle.rebalance.analysis.achievable import rack_keeps, unachievable
 from spindle.rebalance.goals import BrokerBytes, DiskBytes, LeaderCount, ReplicaCount
 from spindle.rebalance.goals.rack import hosting_racks, rack_limits, rack_share
-from spindle.rebalance.model import ACTIVE, STATES, Cluster, Goals
-from spindle.rebalance.prepare import Prepared
-from spindle.rebalance.propose import CountProposer, LocalProposer
-from spindle.rebalance.scope import Request, Scope
+from spindle.rebalance.input.model import ACTIVE, STATES, Cluster, Goals
+from spindle.rebalance.input.scope import Request, Scope
+from spindle.rebalance.search.prepare import Prepared
+from spindle.rebalance.search.propose import CountProposer, LocalProposer
 
 
 class PlannerState:

@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 from spindle.rebalance.goals.rack import hosting_racks, rack_limits
-from spindle.rebalance.model import Cluster
-from spindle.rebalance.prepare import Prepared
-from spindle.rebalance.propose_spark import SparkProposer
-from spindle.rebalance.scope import Scope
+from spindle.rebalance.input.model import Cluster
+from spindle.rebalance.input.scope import Scope
+from spindle.rebalance.search.prepare import Prepared
+from spindle.rebalance.spark.propose import SparkProposer
 
 
 def spark_session(master: str | None = None, *, shuffle_partitions: int = 8) -> Any:

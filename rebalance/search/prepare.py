@@ -3,7 +3,7 @@ order (replicas of each directory, largest first) and the partitions breaking ra
 and the proposer the count phases draw their candidate moves from in rounds (``propose``).
 
 Two implementations return the same ``Prepared``: ``prepare_local`` in numpy, for unit tests
-and small clusters, and ``spindle.rebalance.spark_job.prepare_spark`` in Spark DataFrames for
+and small clusters, and ``spindle.rebalance.spark.job.prepare_spark`` in Spark DataFrames for
 the real job. A test checks they agree element for element.
 """
 
@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from spindle.rebalance.goals.rack import hosting_racks, rack_limits
-from spindle.rebalance.model import I32, I64, Cluster
-from spindle.rebalance.propose import CountProposer, LocalProposer
-from spindle.rebalance.scope import Scope
+from spindle.rebalance.input.model import I32, I64, Cluster
+from spindle.rebalance.input.scope import Scope
+from spindle.rebalance.search.propose import CountProposer, LocalProposer
 
 
 @dataclass(frozen=True, kw_only=True)

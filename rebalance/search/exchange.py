@@ -48,11 +48,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-from spindle.rebalance.exchange_search import ExchangeSearch, Grid
 from spindle.rebalance.goals import CountGoal
+from spindle.rebalance.search.exchange_search import ExchangeSearch, Grid
 
 if TYPE_CHECKING:
-    from spindle.rebalance.core import Planner
+    from spindle.rebalance.search.core import Planner
 
 #: Smallest unmoved replicas of each kind (leader, follower) per broker taken as singles.
 POOL = 96

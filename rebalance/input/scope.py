@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from spindle.rebalance.model import (
+from spindle.rebalance.input.model import (
     ACTIVE,
     B8,
     DRAINING,

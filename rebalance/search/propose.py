@@ -16,7 +16,7 @@ loads) and applies or skips each proposal; the next round proposes again from th
 
 Two implementations return identical ``Proposals`` (a test checks element for element):
 ``LocalProposer`` in numpy for ``spark=None`` (unit tests, small clusters) and
-``spindle.rebalance.propose_spark.SparkProposer`` in Spark DataFrames, which is what the job
+``spindle.rebalance.spark.propose.SparkProposer`` in Spark DataFrames, which is what the job
 uses so that the per-replica scan runs on executors. The order of a batch is explicit — (rank
 in giver, replica, score, taker) — so neither depends on Spark's row order; both compute the
 score with the same floating-point expression, so both rank ties alike.
@@ -29,7 +29,7 @@ from typing import Protocol
 
 import numpy as np
 from spindle.rebalance.goals.counts import taker_score as goal_taker_score
-from spindle.rebalance.model import B8, F64, I64, Cluster
+from spindle.rebalance.input.model import B8, F64, I64, Cluster
 
 #: Candidate x taker (x partition slot) cells one pairing step holds at most (bounded memory
 #: per task: a few tens of MB).

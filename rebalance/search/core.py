@@ -33,17 +33,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from spindle.rebalance.byte_phases import (
-    balance_broker_bytes,
-    balance_disks,
-    evacuate,
-    fix_racks,
-    relieve_capacity,
-)
-from spindle.rebalance.cancel import cancel_pairs
-from spindle.rebalance.chains import refill_givers
-from spindle.rebalance.count_phases import balance_counts, reorder_leaders
-from spindle.rebalance.exchange import exchange_counts
 from spindle.rebalance.goals import (
     BrokerBytes,
     Capacity,
@@ -53,12 +42,23 @@ from spindle.rebalance.goals import (
     Rack,
     ReplicaCount,
 )
-from spindle.rebalance.leader_paths import reorder_paths
-from spindle.rebalance.model import Cluster, Goals, SnapshotError
-from spindle.rebalance.placement import Placer
-from spindle.rebalance.prepare import Prepared
-from spindle.rebalance.scope import Request, Scope
-from spindle.rebalance.simplify import retarget_into, simplify_intra
+from spindle.rebalance.input.model import Cluster, Goals, SnapshotError, executed
+from spindle.rebalance.input.scope import Request, Scope, build_scope
+from spindle.rebalance.search.byte_phases import (
+    balance_broker_bytes,
+    balance_disks,
+    evacuate,
+    fix_racks,
+    relieve_capacity,
+)
+from spindle.rebalance.search.cancel import cancel_pairs
+from spindle.rebalance.search.chains import refill_givers
+from spindle.rebalance.search.count_phases import balance_counts, reorder_leaders
+from spindle.rebalance.search.exchange import exchange_counts
+from spindle.rebalance.search.leader_paths import reorder_paths
+from spindle.rebalance.search.placement import Placer
+from spindle.rebalance.search.prepare import Prepared, prepare_local
+from spindle.rebalance.search.simplify import retarget_into, simplify_intra
 
 
 @dataclass(kw_only=True)
@@ -223,3 +223,21 @@ def plan_core(
     if cluster.n_replicas and prepared.order.shape[0] != cluster.n_replicas:
         raise SnapshotError("prepared order does not cover every replica")
     return Planner(cluster, prepared, scope, goals=goals, request=request).run()
+
+
+def reordered_leaders(
+    cluster: Cluster,
+    request: Request,
+    goals: Goals,
+    placement: tuple[np.ndarray, np.ndarray],
+    leader: np.ndarray,
+) -> np.ndarray:
+    """Which replica leads each partition once the greedy's zero-byte leader steps (one hop,
+    then along chains) have run over ``placement`` with ``leader``: the repair leaves the
+    leader bands to preferred-leader changes, which move no bytes and no replica."""
+    after = executed(cluster, placement, leader)
+    scope = build_scope(after, request)
+    pl = Placer(after, prepare_local(after, scope), scope, goals=goals, request=request)
+    reorder_leaders(pl)
+    reorder_paths(pl)
+    return np.asarray(pl.lead, bool).copy()

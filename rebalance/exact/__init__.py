@@ -1,0 +1,7 @@
+"""The exact planner for small clusters: the mixed-integer program solved by HiGHS (``mip``:
+the model, the solve, the result), and the repair that re-plans only the neighbourhood of the
+brokers the greedy left out of band (``repair``).
+
+May import ``input``, ``goals`` and ``analysis``; never ``search`` (the two planners share
+nothing but the goals) or ``spark``. Pure: no I/O, no pyspark.
+"""
