@@ -47,10 +47,10 @@ from spindle.rebalance.goals import (
     BROKER_BYTES,
     DISK_BYTES,
     REPLICAS,
-    SOFT_GOALS,
     CountGoal,
     LeaderCount,
     ReplicaCount,
+    soft_goals,
 )
 from spindle.rebalance.goals.bands import band_floor
 from spindle.rebalance.goals.broker_bytes import StartLoads
@@ -88,7 +88,8 @@ def unachievable(cluster: Cluster, scope: Scope, goals: Goals) -> dict[str, dict
     """Per soft goal, the brokers (by index) or directories (by index, for the disk goal)
     whose band no plan obeying the hard rules reaches, each with the reason."""
     rc = _Reach(cluster, scope, goals)
-    out: dict[str, dict[Any, str]] = {g: {} for g in SOFT_GOALS}
+    # Every soft goal has an entry (``goals.GOALS``, read now: a goal added later is in it).
+    out: dict[str, dict[Any, str]] = {g.name: {} for g in soft_goals(goals)}
     rc.closed_bytes(out[BROKER_BYTES])
     for goal in (ReplicaCount(goals), LeaderCount(goals)):
         if goal.leaders and goals.leader_reorder:

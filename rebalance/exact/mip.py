@@ -33,19 +33,12 @@ the result says whether the solve was optimal or stopped by a limit.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import highspy
 import numpy as np
-from spindle.rebalance.goals import (
-    BrokerBytes,
-    Capacity,
-    DiskBytes,
-    LeaderCount,
-    Rack,
-    ReplicaCount,
-    SoftGoal,
-)
+from spindle.rebalance.goals import Goal, all_goals
 from spindle.rebalance.goals.rack import hosting_racks, rack_limits, rack_share
 from spindle.rebalance.highs import Rows, quiet_highs
 from spindle.rebalance.input.model import ACTIVE, Cluster, Goals
@@ -79,6 +72,10 @@ class ExactResult:
     violation: float = 0.0
     seconds: float = 0.0
     variables: int = 0
+
+
+#: ``keep(goal, b)``: whether a goal's rows for broker b go into the model.
+Keep = Callable[[Goal, int], bool]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -280,9 +277,10 @@ class Model:
             if js:
                 self.rows.add_merged(js, [1.0] * len(js), 1.0, 1.0)
 
-    def add_partition_rules(self, rack: Rack) -> None:
-        """One replica per broker per partition, then the rack goal's rows, partition by
-        partition (HiGHS's search path depends on row order: it is kept)."""
+    def add_partition_rules(self, goals: list[Goal]) -> None:
+        """One replica per broker per partition, then the partition goals' rows (the rack
+        goal's), partition by partition (HiGHS's search path depends on row order: it is
+        kept)."""
         for p in range(self.cluster.n_partitions):
             cols, fixed_b = self.partition(p)
             per_b: dict[int, list[int]] = {}
@@ -292,12 +290,14 @@ class Model:
                 cap = 1 - fixed_b.count(b)
                 if len(js) > cap:
                     self.rows.add_merged(js, [1.0] * len(js), -self.inf, float(cap))
-            rack.exact_rows(self, p)
+            for goal in goals:
+                goal.exact_rows(self, p)
 
-    def add_loads(self, capacity: Capacity) -> None:
+    def add_loads(self, goals: list[Goal]) -> None:
         """Auxiliary columns L_d, the replica bytes ending on each hosting dir, so that
         capacity and band rows name a few columns instead of every replica of a broker
-        (dense rows made the LP relaxation slow); then the capacity goal's row per dir."""
+        (dense rows made the LP relaxation slow); after each, the directory goals' rows
+        (the capacity goal's)."""
         for d in np.flatnonzero(self.scope.hosting).tolist():
             c = self.column(0.0)
             self.load_col[d] = c
@@ -305,13 +305,16 @@ class Model:
             self.rows.add_merged(
                 [*js, c], [*(float(self.size[self.col_r[j]]) for j in js), -1.0], 0.0, 0.0
             )
-            capacity.exact_rows(self, d)
+            for goal in goals:
+                goal.exact_rows(self, d)
 
-    def add_bands(self, soft: tuple[SoftGoal, ...]) -> None:
-        """The soft goals' rows, broker by broker, in the order ``soft`` gives."""
+    def add_bands(self, goals: list[Goal], keep: Keep | None = None) -> None:
+        """The broker goals' rows (the soft goals'), broker by broker, in the order ``goals``
+        gives; ``keep(goal, b)``: whether goal's rows for broker b go in (default all)."""
         for b in np.flatnonzero(self.b_cap > 0).tolist():
-            for goal in soft:
-                goal.exact_rows(self, b)
+            for goal in goals:
+                if keep is None or keep(goal, b):
+                    goal.exact_rows(self, b)
 
     def flush(self, h: highspy.Highs) -> None:
         """Hand the auxiliary columns and every row gathered to HiGHS."""
@@ -347,14 +350,22 @@ def solve(
     if model.uncovered:
         return ExactResult(status="infeasible", seconds=time.perf_counter() - t0)
     h = mip_solver(time_limit=time_limit, node_limit=node_limit, rel_gap=rel_gap)
-    model.add_placement(h)
-    model.add_partition_rules(Rack(goals))
-    model.add_loads(Capacity(goals))
-    # The order the rows have always had per broker (HiGHS's search path depends on it).
-    model.add_bands((BrokerBytes(goals), ReplicaCount(goals), LeaderCount(goals), DiskBytes(goals)))
-    model.flush(h)
+    build(h, model, goals)
     h.run()
     return read_result(h, model, time.perf_counter() - t0)
+
+
+def build(h: highspy.Highs, model: Model, settings: Goals, keep: Keep | None = None) -> None:
+    """The whole program into ``h``: the placement binaries and their rows, then every
+    goal's rows (``goals.GOALS``) where its ``exact_unit`` says, per broker in the goals'
+    ``exact_rank`` order. The one builder of the exact planner (``solve``) and the repair
+    (``repair.solve_near``, whose ``keep`` leaves out the bands out of reach)."""
+    every = sorted(all_goals(settings), key=lambda g: g.exact_rank)
+    model.add_placement(h)
+    model.add_partition_rules([g for g in every if g.exact_unit == "partition"])
+    model.add_loads([g for g in every if g.exact_unit == "dir"])
+    model.add_bands([g for g in every if g.exact_unit == "broker"], keep)
+    model.flush(h)
 
 
 def mip_solver(*, time_limit: float, node_limit: int, rel_gap: float) -> highspy.Highs:

@@ -33,16 +33,8 @@ from typing import Any
 
 import numpy as np
 from spindle.rebalance.analysis.achievable import unachievable
-from spindle.rebalance.exact.mip import ExactResult, Model, Near, mip_solver, read_result
-from spindle.rebalance.goals import (
-    DISK_BYTES,
-    BrokerBytes,
-    Capacity,
-    DiskBytes,
-    LeaderCount,
-    Rack,
-    ReplicaCount,
-)
+from spindle.rebalance.exact.mip import ExactResult, Model, Near, build, mip_solver, read_result
+from spindle.rebalance.goals import DISK_BYTES, CountGoal, Goal
 from spindle.rebalance.input.model import Cluster, Goals
 from spindle.rebalance.input.scope import Scope
 
@@ -136,17 +128,13 @@ def solve_near(
     if model.uncovered:
         return ExactResult(status="infeasible", seconds=time.perf_counter() - t0)
     h = mip_solver(time_limit=TIME_LIMIT, node_limit=NODE_LIMIT, rel_gap=REL_GAP)
-    model.add_placement(h)
-    model.add_partition_rules(Rack(goals))
-    model.add_loads(Capacity(goals))
-    soft = (BrokerBytes(goals), ReplicaCount(goals), LeaderCount(goals), DiskBytes(goals))
-    for b in np.flatnonzero(model.b_cap > 0).tolist():
-        for goal in soft:
-            if goal.name == LeaderCount.name and goals.leader_reorder:
-                continue
-            if goal.name != DISK_BYTES and b in excused[goal.name]:
-                continue  # the disk goal's are directories: the model's excused_dirs
-            goal.exact_rows(model, b)
-    model.flush(h)
+
+    def keep(goal: Goal, b: int) -> bool:
+        if isinstance(goal, CountGoal) and goal.leaders and goals.leader_reorder:
+            return False  # left to preferred-leader changes (``search.core.reordered_leaders``)
+        # Directory goals' out-of-reach entries are directories: the model's excused_dirs.
+        return goal.offends != "broker" or b not in excused.get(goal.name, {})
+
+    build(h, model, goals, keep)
     h.run()
     return read_result(h, model, time.perf_counter() - t0)

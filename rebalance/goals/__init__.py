@@ -1,7 +1,10 @@
 """The planner's goals, one module each, behind one interface (``base.Goal``): their bands,
-their violations, how they rank a move's destination, their rows in the exact model.
+their violations, whether a move keeps them (``accepts``), how they rank a move's
+destination, their rows in the exact model; and the registry of them all (``GOALS``).
 
   ``base``          the interface (``Goal``, ``SoftGoal``) and a placement's figures (``Placed``)
+  ``protocol``      what goals read of the planners: the greedy's state, the exact model
+  ``bands``         the balance band ``[(2 - f) * mean, f * mean]`` every soft goal uses
   ``capacity``      hard: no directory ends above the capacity threshold
   ``rack``          hard (unless ``rack_aware`` is off): a partition's replicas spread over racks
   ``broker_bytes``  soft: each broker's utilisation within the band around the cluster mean
@@ -9,6 +12,17 @@ their violations, how they rank a move's destination, their rows in the exact mo
   ``disk_bytes``    soft: each Active directory's within the band around its broker's mean
   ``counts``        soft: replica and leader counts per broker within their bands
   ``scoring``       how a byte move's destination is ranked, from the goals' weights
+
+Adding a goal: its module here and its class in ``GOALS``, in priority order. The planners
+and the report loop over ``GOALS``: the greedy's steps run in its order (a goal with a step
+of its own also adds it to ``search.core.GOAL_STEPS``), the destination search asks every
+soft goal's ``accepts`` (``SoftGoal.vetoes``), the exact model takes every goal's rows
+(``exact.mip.build``), the summary lists every goal. Not yet: the count phases' proposer
+rounds, chains and exchanges check the four balance goals' bands inline (their hot paths),
+and ``analysis.achievable``'s reachability checks are written per goal there.
+
+May import ``input`` only: the goals see the planners through ``protocol``, never their
+modules (the planners depend on the goals, not the reverse).
 
 The soft goals' names are the keys the summary has always used (``goalStatus``, ``balance``,
 ``unmet``), so operators' tooling and pinned plans keep reading the same bytes; code loops
@@ -35,28 +49,35 @@ REPLICAS = ReplicaCount.name
 #: Leaders per broker, within the band around the mean.
 LEADERS = LeaderCount.name
 
+#: Every goal, in priority order: the hard goals (in the order a refusal lists their
+#: violations), then the soft goals (in the order the summary lists them). The planners,
+#: the report and the reachability check loop over this; adding a goal is its module and
+#: its class here.
+GOALS: tuple[type[Goal], ...] = (Rack, Capacity, BrokerBytes, DiskBytes, ReplicaCount, LeaderCount)
+
 #: In the order the summary lists them.
-SOFT_GOALS = (BROKER_BYTES, DISK_BYTES, REPLICAS, LEADERS)
+SOFT_GOALS = tuple(g.name for g in GOALS if not g.hard)
+
+
+def all_goals(settings: Goals) -> tuple[Goal, ...]:
+    """Every goal (``GOALS``), in priority order."""
+    return tuple(cls(settings) for cls in GOALS)
 
 
 def soft_goals(settings: Goals) -> tuple[SoftGoal, ...]:
     """The soft goals in the order the summary lists them."""
-    return (
-        BrokerBytes(settings),
-        DiskBytes(settings),
-        ReplicaCount(settings),
-        LeaderCount(settings),
-    )
+    return tuple(g for g in all_goals(settings) if isinstance(g, SoftGoal))
 
 
 def hard_goals(settings: Goals) -> tuple[Goal, ...]:
     """The hard goals in the order a refusal lists their violations."""
-    return (Rack(settings), Capacity(settings))
+    return tuple(g for g in all_goals(settings) if g.hard)
 
 
 __all__ = [
     "BROKER_BYTES",
     "DISK_BYTES",
+    "GOALS",
     "LEADERS",
     "REPLICAS",
     "SOFT_GOALS",
@@ -69,6 +90,7 @@ __all__ = [
     "Rack",
     "ReplicaCount",
     "SoftGoal",
+    "all_goals",
     "hard_goals",
     "soft_goals",
 ]

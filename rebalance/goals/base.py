@@ -15,17 +15,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 from spindle.rebalance.goals.bands import band_floor
+from spindle.rebalance.goals.protocol import ExactModel, State
 from spindle.rebalance.input.model import OFFLINE, Cluster, Goals
 from spindle.rebalance.input.scope import Scope
-
-if TYPE_CHECKING:
-    from spindle.rebalance.exact.mip import Model
-    from spindle.rebalance.search.state import PlannerState
 
 Value = TypeVar("Value", float, npt.NDArray[np.float64])
 
@@ -177,6 +174,15 @@ class Goal(ABC):
     #: The summary's key for this goal (``goalStatus``, ``before``/``after``, ``unmet``).
     name: ClassVar[str]
     hard: ClassVar[bool] = False
+    #: What its rows in the exact model are per (``exact_rows``' index): ``"broker"``,
+    #: ``"dir"`` (added with each directory's load column) or ``"partition"`` (with each
+    #: partition's one-replica-per-broker rows).
+    exact_unit: ClassVar[str] = "broker"
+    #: Where among one broker's rows its own go (lower first): HiGHS's search path depends
+    #: on row order, so the order the rows have always had is kept (a new goal goes last).
+    exact_rank: ClassVar[int] = 100
+    #: What its offenders and out-of-reach entries are keyed by: ``"broker"`` or ``"dir"``.
+    offends: ClassVar[str] = "broker"
 
     def __init__(self, settings: Goals) -> None:
         self.settings = settings
@@ -189,19 +195,32 @@ class Goal(ABC):
     def violations(self, placed: Placed, *, limit: int) -> list[Any]:
         """What breaks the goal in a placement (at most ``limit`` entries), each saying why."""
 
-    def exact_rows(self, model: Model, b: int) -> None:
+    def exact_rows(self, model: ExactModel, b: int) -> None:
         """Add this goal's rows for broker ``b`` to the exact model (none by default)."""
         del model, b
 
 
 class SoftGoal(Goal):
-    """A balance goal: a figure per broker (or directory) within a band around its mean."""
+    """A balance goal: a figure per broker (or directory) within a band around its mean.
+
+    ``vetoes``: which balancing moves must keep this goal's band (``accepts``): ``"bytes"``,
+    every balancing move (byte and count moves: the byte goals run first and the count
+    moves after them may not undo them); ``"counts"``, only count moves (the count goals
+    run last; a byte move is only ranked by them, ``scoring``). A move that must go
+    somewhere (an evacuation) is ranked by every goal and vetoed by none."""
+
+    vetoes: ClassVar[str] = "bytes"
 
     @abstractmethod
     def figures(self, placed: Placed) -> dict[str, Any]:
         """The summary's balance figures of this goal for a placement."""
 
+    def set_targets(self, st: State) -> None:
+        """Set this goal's band on the greedy's state, from the snapshot's figures there
+        (once a plan, before any move; none by default: a band read live)."""
+        del st
+
     @abstractmethod
-    def accepts(self, st: PlannerState, mv: Move) -> Any:
+    def accepts(self, st: State, mv: Move) -> Any:
         """Whether the move keeps this goal's band, per candidate: a balancing move must
         (goals already met veto it); a move that must go somewhere is only ranked by it."""

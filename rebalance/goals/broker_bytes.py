@@ -6,23 +6,21 @@ fixes a rack's bytes out of that band, around the mean its rack can reach
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from spindle.rebalance.goals.bands import band_floor
 from spindle.rebalance.goals.base import Move, Placed, SoftGoal, band_figures, broker_offenders
+from spindle.rebalance.goals.protocol import ExactModel, State
 from spindle.rebalance.goals.rack import rack_share
 from spindle.rebalance.input.model import Cluster, Goals
 from spindle.rebalance.input.scope import Scope
 
-if TYPE_CHECKING:
-    from spindle.rebalance.exact.mip import Model
-    from spindle.rebalance.search.state import PlannerState
-
 
 class BrokerBytes(SoftGoal):
     name = "brokerUtilisation"
+    exact_rank = 0
     #: A byte move's destination ranks by the taker's utilisation after the move.
     #: Refusing nothing (an evacuation must go somewhere), a taker pushed out of its band
     #: costs this much in the ranking: more than any in-band choice.
@@ -43,7 +41,12 @@ class BrokerBytes(SoftGoal):
         lo: np.ndarray = np.minimum(band_floor(bb, m) * cap, hi)
         return lo, hi
 
-    def accepts(self, st: PlannerState, mv: Move) -> Any:
+    def set_targets(self, st: State) -> None:
+        """The band around the mean utilisation each broker's rack can reach."""
+        centre = st.mean_util * rack_share(st.c, st.s, self.settings)
+        st.b_lo, st.b_hi = self.band(centre, st.b_cap, st.b_hard)
+
+    def accepts(self, st: State, mv: Move) -> Any:
         """The taking broker stays under its band's top."""
         return mv.b_after <= st.b_hi[mv.b]
 
@@ -78,7 +81,7 @@ class BrokerBytes(SoftGoal):
         bad, values = self._outside(placed)
         return broker_offenders(placed, np.flatnonzero(bad), values, limit)
 
-    def exact_rows(self, model: Model, b: int) -> None:
+    def exact_rows(self, model: ExactModel, b: int) -> None:
         """The broker's hosting dirs' replica bytes within the band, less their external
         bytes (which no plan moves)."""
         if not model.scope.balance_brokers:

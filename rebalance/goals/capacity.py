@@ -4,19 +4,16 @@ disks bring every hosting directory under it, others leave a full one as they fo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 from spindle.rebalance.goals.base import Goal, Placed, dir_loads
+from spindle.rebalance.goals.protocol import ExactModel
 from spindle.rebalance.input.scope import Scope
-
-if TYPE_CHECKING:
-    from spindle.rebalance.exact.mip import Model
 
 
 class Capacity(Goal):
     name = "capacity"
     hard = True
+    exact_unit = "dir"
 
     def in_scope(self, scope: Scope) -> bool:
         """Every mode keeps a receiving directory under the threshold; only modes that
@@ -46,7 +43,7 @@ class Capacity(Goal):
             for d in np.flatnonzero(over)[:limit].tolist()
         ]
 
-    def exact_rows(self, model: Model, d: int) -> None:
+    def exact_rows(self, model: ExactModel, d: int) -> None:
         """Directory ``d``'s replica bytes (column ``load_col[d]``) under the threshold less
         its external bytes -- for every hosting dir in modes that balance disks, else only
         for dirs that may receive or start under it."""

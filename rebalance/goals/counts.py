@@ -8,7 +8,7 @@ the proposer rounds read a count goal's ``of(state)`` instead of choosing arrays
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from spindle.rebalance.goals.bands import band_floor, count_band
@@ -22,11 +22,8 @@ from spindle.rebalance.goals.base import (
     band_figures,
     broker_offenders,
 )
+from spindle.rebalance.goals.protocol import ExactModel, State
 from spindle.rebalance.input.scope import Scope
-
-if TYPE_CHECKING:
-    from spindle.rebalance.exact.mip import Model
-    from spindle.rebalance.search.state import PlannerState
 
 
 def taker_score(count: Value, denom: int, util: Value) -> Value:
@@ -48,6 +45,7 @@ class CountGoal(SoftGoal):
 
     #: Leaders only (else every serving replica).
     leaders: ClassVar[bool]
+    vetoes = "counts"
     #: A byte move's destination that would push this count out of band ranks this much
     #: worse (counts rank byte moves but do not forbid them: the count phases even them out
     #: later with the smallest replicas, far cheaper than refusing the byte move).
@@ -66,13 +64,20 @@ class CountGoal(SoftGoal):
         """The band around ``mean`` as whole counts (see ``bands.count_band``)."""
         return count_band(self.factor(), mean)
 
-    def of(self, st: PlannerState) -> tuple[np.ndarray, int, int]:
+    def of(self, st: State) -> tuple[np.ndarray, int, int]:
         """The planner's live counts of this goal per broker, and the band ``(lo, hi)``."""
         if self.leaders:
             return st.b_leaders, st.l_lo, st.l_hi
         return st.b_reps, st.c_lo, st.c_hi
 
-    def accepts(self, st: PlannerState, mv: Move) -> Any:
+    def set_targets(self, st: State) -> None:
+        """The band around the mean count per hosting broker."""
+        if self.leaders:
+            st.l_lo, st.l_hi = self.band(st.mean_leaders)
+        else:
+            st.c_lo, st.c_hi = self.band(st.mean_reps)
+
+    def accepts(self, st: State, mv: Move) -> Any:
         """The taking broker may hold one more (for leaders: unless r is a follower)."""
         count, _, hi = self.of(st)
         ok = count[mv.b] + 1 <= hi
@@ -101,7 +106,7 @@ class CountGoal(SoftGoal):
         )
         return broker_offenders(placed, bad, counts, limit)
 
-    def exact_rows(self, model: Model, b: int) -> None:
+    def exact_rows(self, model: ExactModel, b: int) -> None:
         """The replicas (leaders) ending on the broker's hosting dirs within the band."""
         if not model.scope.balance_counts:
             return
@@ -115,8 +120,10 @@ class CountGoal(SoftGoal):
 class ReplicaCount(CountGoal):
     name = "replicas"
     leaders = False
+    exact_rank = 1
 
 
 class LeaderCount(CountGoal):
     name = "leaders"
     leaders = True
+    exact_rank = 2

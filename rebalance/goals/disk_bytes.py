@@ -3,21 +3,20 @@ utilisation over Active directories (Cruise Control's IntraBrokerDiskUsageDistri
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from spindle.rebalance.goals.bands import band_floor
 from spindle.rebalance.goals.base import BLOCKED, GENERIC, Move, Placed, SoftGoal
+from spindle.rebalance.goals.protocol import ExactModel, State
 from spindle.rebalance.input.model import ACTIVE
 from spindle.rebalance.input.scope import Scope
-
-if TYPE_CHECKING:
-    from spindle.rebalance.exact.mip import Model
-    from spindle.rebalance.search.state import PlannerState
 
 
 class DiskBytes(SoftGoal):
     name = "diskUtilisationOverBrokerMean"
+    exact_rank = 3
+    offends = "dir"
     #: A byte move's destination directory's own fullness: a tie-breaker next to its
     #: broker's (larger weights were measured: no gain).
     RANK_WEIGHT = 1e-3
@@ -27,7 +26,7 @@ class DiskBytes(SoftGoal):
     def in_scope(self, scope: Scope) -> bool:
         return scope.balance_disks
 
-    def top(self, st: PlannerState, d: np.ndarray, add: float, b: Any = None) -> np.ndarray:
+    def top(self, st: State, d: np.ndarray, add: float, b: Any = None) -> np.ndarray:
         """The band's top of directories ``d`` (capped by the capacity threshold) if ``add``
         bytes land on their broker's Active dirs. ``b``: their brokers, when the caller
         has them (one broker, or one per directory)."""
@@ -40,14 +39,14 @@ class DiskBytes(SoftGoal):
             u = np.maximum(u, st._lo_util[b])
         return np.asarray(np.minimum(st.hard[d], self.settings.disk_balance * u * st.total[d]))
 
-    def top_one(self, st: PlannerState, d: int, u: float) -> float:
+    def top_one(self, st: State, d: int, u: float) -> float:
         """``top`` of one directory at its broker's Active mean ``u`` (a directory that is not
         Active has only the capacity threshold above it)."""
         if not st.active[d]:
             return float(st.hard[d])
         return float(min(st.hard[d], self.settings.disk_balance * u * st.total[d]))
 
-    def accepts(self, st: PlannerState, mv: Move) -> Any:
+    def accepts(self, st: State, mv: Move) -> Any:
         """Each candidate directory stays under its band's top after the move."""
         return mv.dir_after <= self.top(st, mv.cand, mv.s, mv.b)
 
@@ -109,7 +108,7 @@ class DiskBytes(SoftGoal):
             )
         return out
 
-    def exact_rows(self, model: Model, b: int) -> None:
+    def exact_rows(self, model: ExactModel, b: int) -> None:
         """Per Active dir: (L_d + ext_d) / T_d within f x (Active load) / a_cap, multiplied
         out: a_cap * (L_d + ext_d) - f * T_d * (sum of L + ext over Active dirs); none for
         the model's ``excused_dirs``."""

@@ -14,7 +14,7 @@ May import ``input`` only.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 from spindle.rebalance.input.model import Cluster
@@ -22,10 +22,20 @@ from spindle.rebalance.input.scope import Scope
 
 
 class State(Protocol):
-    """The greedy's live figures a goal's ``accepts`` and bands read (``search.state``)."""
+    """The greedy's live figures a goal's ``accepts`` and bands read, and the bands a goal's
+    ``set_targets`` writes (``search.state``)."""
 
-    #: The request's scope.
+    #: The snapshot and the request's scope.
+    c: Cluster
     s: Scope
+    #: The snapshot's mean utilisation over hosting capacity, and mean serving replicas and
+    #: leaders per hosting broker (what the bands centre on).
+    mean_util: float
+    mean_reps: float
+    mean_leaders: float
+    #: Per broker: hosting capacity, and its capacity threshold's bytes.
+    b_cap: np.ndarray
+    b_hard: np.ndarray
     #: Per replica: whether it leads its partition now.
     lead: np.ndarray
     #: Per directory: its broker, capacity, capacity threshold's bytes, whether Active.
@@ -38,6 +48,7 @@ class State(Protocol):
     a_load: np.ndarray
     _a_cap_safe: np.ndarray
     _lo_util: np.ndarray
+    b_lo: np.ndarray
     b_hi: np.ndarray
     #: Per broker: serving replicas and leaders now, and the count bands.
     b_reps: np.ndarray
@@ -60,7 +71,6 @@ class ExactModel(Protocol):
 
     cluster: Cluster
     scope: Scope
-    rows: Rows
     inf: float
     #: Per directory: external bytes, capacity, capacity threshold's bytes, bytes in the
     #: snapshot, whether Active, whether it may receive; its load column (hosting dirs).
@@ -90,13 +100,23 @@ class ExactModel(Protocol):
     limits: np.ndarray
     keep_rack: np.ndarray
 
-    def band(self, cols: list[int], vals: list[float], lo: float, hi: float, weight: float) -> None: ...
+    @property
+    def rows(self) -> Rows:
+        """Where a goal's own rows go (read-only here: a goal adds rows, never swaps the
+        buffer)."""
+        ...
 
-    def one_sided(self, cols: list[int], vals: list[float], bound: float, *, upper: bool) -> None: ...
+    def band(
+        self, cols: list[int], vals: list[float], lo: float, hi: float, weight: float
+    ) -> None: ...
+
+    def one_sided(
+        self, cols: list[int], vals: list[float], bound: float, *, upper: bool
+    ) -> None: ...
 
     def dirs_of(self, b: int) -> list[int]: ...
 
     def partition(self, p: int) -> tuple[list[int], list[int]]: ...
 
 
-__all__ = ["Any", "ExactModel", "Rows", "State"]
+__all__ = ["ExactModel", "Rows", "State"]

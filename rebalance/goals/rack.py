@@ -5,15 +5,11 @@ crowd a partition they touch that was not crowded before."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 from spindle.rebalance.goals.base import Goal, Placed
+from spindle.rebalance.goals.protocol import ExactModel
 from spindle.rebalance.input.model import I64, Cluster, Goals
 from spindle.rebalance.input.scope import Scope
-
-if TYPE_CHECKING:
-    from spindle.rebalance.exact.mip import Model
 
 
 def hosting_racks(cluster: Cluster, scope: Scope) -> int:
@@ -117,6 +113,7 @@ def _rack_share(cluster: Cluster, scope: Scope, goals: Goals) -> np.ndarray:
 class Rack(Goal):
     name = "rack"
     hard = True
+    exact_unit = "partition"
 
     def in_scope(self, scope: Scope) -> bool:
         return bool(self.settings.rack_aware)
@@ -145,7 +142,7 @@ class Rack(Goal):
             for p in found[:limit].tolist()
         ]
 
-    def exact_rows(self, model: Model, p: int) -> None:
+    def exact_rows(self, model: ExactModel, p: int) -> None:
         """Partition ``p``: at most its rack limit on each rack, less the replicas that stay
         put off the model (on Offline dirs)."""
         if not self.settings.rack_aware or not model.keep_rack[p]:

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from spindle.rebalance import goals as goals_registry
 from spindle.rebalance.goals import (
     BrokerBytes,
     Capacity,
@@ -120,39 +121,62 @@ def _open(pl: Planner) -> bool:
     return not pl.capped
 
 
-#: The greedy's goals in priority order. A goal's step runs once the goals before it have
-#: done what they can, and its moves may not undo them: hard goals (racks, capacity) are
-#: kept by every destination search, byte balance is kept by the count moves (strict
-#: destinations stay inside the byte and disk bands), and counts only rank byte moves.
-#: Disk balance runs again last, to even out what the count moves left inside brokers.
-STEPS: tuple[Step, ...] = (
-    Step("evacuateS", (), lambda pl: True, evacuate),
-    Step("fixRacksS", (Rack,), lambda pl: pl.s.fix_racks and _open(pl), fix_racks),
-    Step(
-        "relieveCapacityS",
-        (Capacity,),
-        lambda pl: pl.s.balance_disks and _open(pl),
-        relieve_capacity,
+#: The request's own step, before any goal's: the mode's evacuation (dirs to empty).
+FIRST: tuple[Step, ...] = (Step("evacuateS", (), lambda pl: True, evacuate),)
+
+#: Each goal's greedy steps, by the goal's name. They run in the goals' priority order
+#: (``goals.GOALS``): a goal's step runs once the goals before it have done what they can,
+#: and its moves may not undo them: hard goals (racks, capacity) are kept by every
+#: destination search, byte balance is kept by the count moves (strict destinations stay
+#: inside the byte and disk bands: ``SoftGoal.vetoes``), and counts only rank byte moves. A
+#: goal with none (the leader count: its band is worked on with the replica count's) adds
+#: nothing; a new goal with a step of its own adds its entry here.
+GOAL_STEPS: dict[str, tuple[Step, ...]] = {
+    Rack.name: (Step("fixRacksS", (Rack,), lambda pl: pl.s.fix_racks and _open(pl), fix_racks),),
+    Capacity.name: (
+        Step(
+            "relieveCapacityS",
+            (Capacity,),
+            lambda pl: pl.s.balance_disks and _open(pl),
+            relieve_capacity,
+        ),
     ),
-    Step(
-        "brokerBytesS",
-        (BrokerBytes,),
-        lambda pl: pl.s.balance_brokers and pl.s.cross_ok and _open(pl),
-        balance_broker_bytes,
+    BrokerBytes.name: (
+        Step(
+            "brokerBytesS",
+            (BrokerBytes,),
+            lambda pl: pl.s.balance_brokers and pl.s.cross_ok and _open(pl),
+            balance_broker_bytes,
+        ),
     ),
+    DiskBytes.name: (
+        Step(
+            "diskBytesS", (DiskBytes,), lambda pl: pl.s.balance_disks and _open(pl), balance_disks
+        ),
+    ),
+    ReplicaCount.name: (
+        Step(
+            "countsS",
+            (ReplicaCount, LeaderCount),
+            lambda pl: pl.s.balance_counts and pl.s.cross_ok and _open(pl),
+            _counts,
+        ),
+        # Exchanges decide for themselves (only when counts are in scope and still out of
+        # band); looked up at call time so a benchmark or test may switch them off.
+        Step(
+            "exchangeS",
+            (ReplicaCount, LeaderCount),
+            lambda pl: True,
+            lambda pl: exchange_counts(pl),
+        ),
+    ),
+}
+
+#: After every goal's steps: disk balance again, to even out what the count moves left
+#: inside brokers; then fewer bytes for the same bands, without changing any earlier step --
+#: replicas passed between two brokers both ways stay put, then moves between directories.
+LAST: tuple[Step, ...] = (
     Step("diskBytesS", (DiskBytes,), lambda pl: pl.s.balance_disks and _open(pl), balance_disks),
-    Step(
-        "countsS",
-        (ReplicaCount, LeaderCount),
-        lambda pl: pl.s.balance_counts and pl.s.cross_ok and _open(pl),
-        _counts,
-    ),
-    # Exchanges decide for themselves (only when counts are in scope and still out of band);
-    # looked up at call time so a benchmark or test may switch them off.
-    Step("exchangeS", (ReplicaCount, LeaderCount), lambda pl: True, lambda pl: exchange_counts(pl)),
-    Step("diskBytesS", (DiskBytes,), lambda pl: pl.s.balance_disks and _open(pl), balance_disks),
-    # Last: fewer bytes for the same bands, without changing any earlier step -- replicas
-    # passed between two brokers both ways stay put, then moves between directories.
     Step(
         "cancelS",
         (BrokerBytes, ReplicaCount, LeaderCount, DiskBytes),
@@ -163,9 +187,29 @@ STEPS: tuple[Step, ...] = (
 )
 
 
+def goal_order_steps() -> tuple[Step, ...]:
+    """The greedy's steps: ``FIRST``, each goal's (``GOAL_STEPS``) in ``goals.GOALS``'
+    order, then ``LAST``."""
+    own = (step for goal in goals_registry.GOALS for step in GOAL_STEPS.get(goal.name, ()))
+    return (*FIRST, *own, *LAST)
+
+
+#: The steps a plan runs (a test or benchmark may swap them for one plan).
+STEPS: tuple[Step, ...] = goal_order_steps()
+
+
 class Planner(Placer):
     """The greedy over one cluster: the steps in order, then the result. Not thread-safe;
-    one instance per plan."""
+    one instance per plan.
+
+    Why one object of ~45 methods (``PlannerState``'s 26 bookkeeping methods, ``Placer``'s
+    17 of destination search and source picking, these 2): every step reads and changes the
+    same loads, counts, bands, partition members and the caches keyed by them (``touched``
+    versions, ``rack_open``, the small-replica pointers), and a move must update all of them
+    at once (``apply``). Split into objects that each own a part, every move would have to
+    reach into several and keep their caches consistent by hand; the split kept is by job:
+    state (what is where, what a move changes), placement (where a replica may go), the
+    driver (the order), with the phases as functions over it in their own modules."""
 
     def run(self) -> Outcome:
         prof: dict[str, float] = {}

@@ -80,10 +80,9 @@ class Placer(PlannerState):
         b_after = self.b_load[b] + s
         dir_after = self.dir_load[cand] + s
         mv = Move(r=r, s=s, cand=cand, b=b, b_after=b_after, dir_after=dir_after)
-        in_band = self.broker_goal.accepts(self, mv)
-        dir_in = self.disk_goal.accepts(self, mv)
-        reps_ok = self.replica_goal.accepts(self, mv)
-        lead_ok = self.leader_goal.accepts(self, mv)
+        ok = {g.name: g.accepts(self, mv) for g in self.soft}
+        in_band, dir_in = ok[self.broker_goal.name], ok[self.disk_goal.name]
+        reps_ok, lead_ok = ok[self.replica_goal.name], ok[self.leader_goal.name]
         util = b_after / self._b_cap_safe[b]
         dutil = dir_after / self.total[cand]
         if goal is None:
@@ -92,9 +91,11 @@ class Placer(PlannerState):
             count, _, hi_c = goal.of(self)
             score = dir_score(taker_score(count[b], max(hi_c, 1), util), dutil)
         if strict:
-            keep = in_band & dir_in
-            if goal is not None:
-                keep &= reps_ok & lead_ok
+            # Every goal this kind of move must keep vetoes it: all(g.accepts(m) for g).
+            vetoes = self.count_vetoes if goal is not None else self.byte_vetoes
+            keep = ok[vetoes[0].name]
+            for g in vetoes[1:]:
+                keep = keep & ok[g.name]
             if not keep.any():
                 return -1
             score = np.where(keep, score, np.inf)
@@ -110,13 +111,13 @@ class Placer(PlannerState):
         b_after = self.b_load[b] + s
         dir_after = self.dir_load[cand] + s
         mv = Move(r=r, s=s, cand=cand, b=b, b_after=b_after, dir_after=dir_after)
-        if not (
-            self.broker_goal.accepts(self, mv)
-            and self.replica_goal.accepts(self, mv)
-            and self.leader_goal.accepts(self, mv)
-        ):
+        # The goals on brokers are scalars here (one taker), checked before any directory.
+        if not all(g.accepts(self, mv) for g in self.count_vetoes if g.offends == "broker"):
             return -1
-        keep = self.disk_goal.accepts(self, mv)
+        keep = np.ones(len(cand), bool)
+        for g in self.count_vetoes:
+            if g.offends != "broker":
+                keep = keep & g.accepts(self, mv)
         if not keep.any():
             return -1
         util = b_after / self._b_cap_safe[b]

@@ -14,8 +14,15 @@ from __future__ import annotations
 
 import numpy as np
 from spindle.rebalance.analysis.achievable import rack_keeps, unachievable
-from spindle.rebalance.goals import BrokerBytes, DiskBytes, LeaderCount, ReplicaCount
-from spindle.rebalance.goals.rack import hosting_racks, rack_limits, rack_share
+from spindle.rebalance.goals import (
+    BrokerBytes,
+    DiskBytes,
+    LeaderCount,
+    ReplicaCount,
+    SoftGoal,
+    soft_goals,
+)
+from spindle.rebalance.goals.rack import hosting_racks, rack_limits
 from spindle.rebalance.input.model import ACTIVE, STATES, Cluster, Goals
 from spindle.rebalance.input.scope import Request, Scope
 from spindle.rebalance.search.prepare import Prepared
@@ -24,6 +31,15 @@ from spindle.rebalance.search.propose import CountProposer, LocalProposer
 
 class PlannerState:
     """Mutable planning state over one cluster. Not thread-safe; one instance per plan."""
+
+    #: The soft goals' bands, each set by its goal (``SoftGoal.set_targets``): bytes per
+    #: broker, and whole replica and leader counts.
+    b_lo: np.ndarray
+    b_hi: np.ndarray
+    c_lo: int
+    c_hi: int
+    l_lo: int
+    l_hi: int
 
     def __init__(
         self,
@@ -93,19 +109,23 @@ class PlannerState:
         self.host_b = self.b_cap > 0
         cap_sum = float(self.b_cap.sum())
         self.mean_util = placed_bytes / cap_sum if cap_sum > 0 else 0.0
-        #: The soft goals the greedy asks (bands, whether a move keeps them).
+        n_host = max(int(self.host_b.sum()), 1)
+        #: Mean serving replicas and leaders per hosting broker: what the count bands centre on.
+        self.mean_reps = int((~rep_stuck).sum()) / n_host
+        self.mean_leaders = int((cluster.rep_leader & ~rep_stuck).sum()) / n_host
+        #: The soft goals the greedy asks by name (the ranking of a destination, the count
+        #: phases' arrays); each sets its own band below.
         self.broker_goal = BrokerBytes(goals)
         self.disk_goal = DiskBytes(goals)
-        centre = self.mean_util * rack_share(cluster, self.s, goals)
-        self.b_lo, self.b_hi = self.broker_goal.band(centre, self.b_cap, self.b_hard)
-        n_host = max(int(self.host_b.sum()), 1)
-        mean_reps = int((~rep_stuck).sum()) / n_host
-        mean_leaders = int((cluster.rep_leader & ~rep_stuck).sum()) / n_host
-        #: The count goals, whose bands follow.
         self.replica_goal = ReplicaCount(goals)
         self.leader_goal = LeaderCount(goals)
-        self.c_lo, self.c_hi = self.replica_goal.band(mean_reps)
-        self.l_lo, self.l_hi = self.leader_goal.band(mean_leaders)
+        #: Every soft goal (``goals.GOALS``), and those that veto a strict byte move and a
+        #: strict count move (``SoftGoal.vetoes``; ``placement`` asks them all).
+        self.soft: tuple[SoftGoal, ...] = soft_goals(goals)
+        for goal in self.soft:
+            goal.set_targets(self)
+        self.byte_vetoes = tuple(g for g in self.soft if g.vetoes == "bytes")
+        self.count_vetoes = self.soft
 
     def _partition_rules(self) -> None:
         """Racks, rack limits and the brokers of each partition's replicas (now and in the

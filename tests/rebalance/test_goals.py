@@ -48,7 +48,7 @@ def _rows_added(mode: str) -> dict[str, int]:
         elastic=True,
         onto_holders=False,
     )
-    model.add_loads(Capacity(Goals()))  # the L_d columns the bands name
+    model.add_loads([Capacity(Goals())])  # the L_d columns the bands name
     added: dict[str, int] = {}
     for goal in (
         BrokerBytes(Goals()),
