@@ -59,11 +59,15 @@ def quantity_bytes(value: str | int) -> int:
 
 
 def format_bytes(count: int) -> str:
-    """Short binary rendering for display columns: ``1536Mi`` → ``1.5Gi``."""
+    """Short binary rendering for display columns, always with a unit: ``202`` → ``202B``,
+    ``1536Mi`` → ``1.5Gi``. A bare number beside ``973.4Mi`` (``202/973.4Mi``) read as
+    mebibytes, so bytes say ``B`` too."""
+    if abs(count) < 1024:
+        return f"{count}B"
     value = float(count)
-    for unit in ("", "Ki", "Mi", "Gi", "Ti", "Pi"):
+    for unit in ("Ki", "Mi", "Gi", "Ti", "Pi"):
+        value /= 1024
         if abs(value) < 1024 or unit == "Pi":
             text = f"{value:.1f}".rstrip("0").rstrip(".")
             return f"{text}{unit}"
-        value /= 1024
     raise AssertionError("unreachable")

@@ -29,9 +29,14 @@ def test_bad_quantity_is_refused_by_name(text: str) -> None:
         quantity_bytes(text)
 
 
-def test_format_bytes_is_short() -> None:
-    assert format_bytes(0) == "0"
+def test_format_bytes_is_short_and_always_has_a_unit() -> None:
+    assert format_bytes(0) == "0B"
+    assert format_bytes(202) == "202B"
+    assert format_bytes(1023) == "1023B"
+    assert format_bytes(1024) == "1Ki"
+    assert format_bytes(1130) == "1.1Ki"
     assert format_bytes(1536 * 2**20) == "1.5Gi"
+    assert format_bytes(2**60) == "1024Pi"
 
 
 def test_server_filled_fields_are_not_differences() -> None:
