@@ -14,9 +14,13 @@
 # 5. The example cluster (examples/cluster.yaml): three brokers, three volumes each (each its
 #    own file system); wait until the broker Pods are Ready.
 # 6. A Kafka client on this machine (Kafka's own console tools, on the node with cluster DNS)
-#    produces to and consumes from the brokers.
+#    produces to and consumes from the brokers, once the brokers' names resolve and answer.
 # 7. Every LogVolume Active with the bytes and replica count its broker reports.
-# 8. `kubectl get spindle`, and where the dashboard is.
+# 8. A disk fails; the operator replaces its volume and the brokers rebuild it.
+# 9. An intra-broker Rebalance (examples/rebalance.yaml): planned, approved, executed.
+# 10. `kubectl get spindle`, and where the dashboard is.
+# Kafka's Java tools log every retried connection with a stack trace: their stderr goes to
+# .run/main-job/kafka-tools.log, and a tool that fails shows its last lines.
 # Everything is stopped on exit unless --stay-up is given (then `scripts/controlplane.sh down`
 # with the printed SPINDLE_CONTROLPLANE_DIR stops it).
 set -euo pipefail
@@ -44,6 +48,24 @@ NAMESPACE=spindle-demo
 BROKERS=(demo-0 demo-1 demo-2)
 mkdir -p "$RUN_DIR"
 CP=(bash scripts/controlplane.sh)
+
+TOOLS_LOG="$RUN_DIR/kafka-tools.log"
+: >"$TOOLS_LOG"
+# One of Kafka's tools, on the node with cluster DNS; its stdout is the caller's, its stderr
+# (WARNs, stack traces of retried connections) goes to $TOOLS_LOG, shown only if it fails.
+kafka_tool() {
+    local tool=$1 err rc=0
+    shift
+    err="$(mktemp "$RUN_DIR/$tool.XXXXXX")"
+    "${CP[@]}" exec -- "$tool" "$@" 2>"$err" || rc=$?
+    { echo "== $tool $*"; cat "$err"; } >>"$TOOLS_LOG"
+    if [[ "$rc" != 0 ]]; then
+        log "$tool failed (exit $rc); its last lines (all of them in $TOOLS_LOG):"
+        tail -n 15 "$err" >&2
+    fi
+    rm -f "$err"
+    return "$rc"
+}
 
 STARTED_CLUSTER=0
 cleanup() {
@@ -108,13 +130,16 @@ kubectl get pods,pvc -n "$NAMESPACE" -o wide >&2
 
 step "6. produce and consume with Kafka's console tools, from this machine"
 BOOTSTRAP="demo-0.$NAMESPACE.svc:9092,demo-1.$NAMESPACE.svc:9092"
+# Ready Pods' names may not resolve in the cluster DNS yet: wait for that, and for the three
+# brokers to be registered and answer, before starting a Java client.
+"${CP[@]}" exec -- python -P scripts/lib/wait_for_kafka.py --brokers 3 "$BOOTSTRAP" >&2
 # Three replicas, so that losing one disk (step 8) loses no record.
-"${CP[@]}" exec -- kafka-topics --bootstrap-server "$BOOTSTRAP" --create --topic orders \
+kafka_tool kafka-topics --bootstrap-server "$BOOTSTRAP" --create --topic orders \
     --partitions 3 --replication-factor 3 --config min.insync.replicas=2 >&2
 seq 1 10 | sed 's/^/order-/' |
-    "${CP[@]}" exec -- kafka-console-producer --bootstrap-server "$BOOTSTRAP" --topic orders >&2
-CONSUMED="$("${CP[@]}" exec -- kafka-console-consumer --bootstrap-server "$BOOTSTRAP" \
-    --topic orders --from-beginning --max-messages 10 --timeout-ms 60000 2>/dev/null | sort -V)"
+    kafka_tool kafka-console-producer --bootstrap-server "$BOOTSTRAP" --topic orders >&2
+CONSUMED="$(kafka_tool kafka-console-consumer --bootstrap-server "$BOOTSTRAP" \
+    --topic orders --from-beginning --max-messages 10 --timeout-ms 60000 | sort -V)"
 printf '%s\n' "$CONSUMED"
 [[ "$(wc -l <<<"$CONSUMED")" == 10 ]] || { log "consumed $(wc -l <<<"$CONSUMED") of 10 records"; exit 1; }
 
@@ -146,8 +171,8 @@ log "$FAILED_LV Active again after $((SECONDS - FAILED_AT)) s, on a new volume $
     logvolume -n "$NAMESPACE" "$FAILED_LV" -o jsonpath='{.status.pvName}') (was $FAILED_PV)"
 kubectl get events -n "$NAMESPACE" --field-selector "involvedObject.name=$FAILED_LV" \
     --sort-by=.lastTimestamp >&2
-AGAIN="$("${CP[@]}" exec -- kafka-console-consumer --bootstrap-server "$BOOTSTRAP" \
-    --topic orders --from-beginning --max-messages 10 --timeout-ms 60000 2>/dev/null | sort -V)"
+AGAIN="$(kafka_tool kafka-console-consumer --bootstrap-server "$BOOTSTRAP" \
+    --topic orders --from-beginning --max-messages 10 --timeout-ms 60000 | sort -V)"
 [[ "$AGAIN" == "$CONSUMED" ]] || { log "after the disk failure: $AGAIN"; exit 1; }
 log "all 10 records read back after the disk failure"
 
