@@ -17,7 +17,8 @@
 #    produces to and consumes from the brokers, once the brokers' names resolve and answer.
 # 7. Every LogVolume Active with the bytes and replica count its broker reports.
 # 8. A disk fails; the operator replaces its volume and the brokers rebuild it.
-# 9. An intra-broker Rebalance (examples/rebalance.yaml): planned, approved, executed.
+# 9. One disk of demo-1 skewed on purpose, then an intra-broker Rebalance: its proposal as a
+#    table, approved, executed, and the disks' used bytes before -> after.
 # 10. `kubectl get spindle`, and where the dashboard is.
 # Kafka's Java tools log every retried connection with a stack trace: their stderr goes to
 # .run/main-job/kafka-tools.log, and a tool that fails shows its last lines.
@@ -176,16 +177,64 @@ AGAIN="$(kafka_tool kafka-console-consumer --bootstrap-server "$BOOTSTRAP" \
 [[ "$AGAIN" == "$CONSUMED" ]] || { log "after the disk failure: $AGAIN"; exit 1; }
 log "all 10 records read back after the disk failure"
 
-step "9. a rebalance planned on Kubernetes (examples/rebalance.yaml), approved and executed"
+step "9. one disk skewed on purpose, then a rebalance (examples/rebalance.yaml) planned, approved and executed"
+# The demo's disks are balanced (each holds a few hundred bytes of records and ~16Mi of file
+# system), so a Rebalance would plan nothing. Skew demo-1: topic skew gets six partitions whose
+# only replica is on broker 1, moved while still empty (nothing to copy) into its data-0 with
+# kafka-reassign-partitions' log_dirs (AlterReplicaLogDirs), then ~35Mi is written into them.
+SKEW_LV=demo-1-data-0
+SKEW_DIR=/var/lib/spindle/data-0
+kafka_tool kafka-topics --bootstrap-server "$BOOTSTRAP" --create --topic skew \
+    --replica-assignment 1,1,1,1,1,1 >&2
+printf '{"version":1,"partitions":[%s]}\n' "$(for p in 0 1 2 3 4 5; do
+    printf '{"topic":"skew","partition":%d,"replicas":[1],"log_dirs":["%s"]}' "$p" "$SKEW_DIR"
+done | sed 's/}{/},{/g')" >"$RUN_DIR/skew-dirs.json"
+kafka_tool kafka-reassign-partitions --bootstrap-server "$BOOTSTRAP" \
+    --reassignment-json-file "$RUN_DIR/skew-dirs.json" --execute >/dev/null
+SKEW_AT=$SECONDS
+until VERIFY="$(kafka_tool kafka-reassign-partitions --bootstrap-server "$BOOTSTRAP" \
+    --reassignment-json-file "$RUN_DIR/skew-dirs.json" --verify)" &&
+    ! grep -q 'in progress' <<<"$VERIFY"; do
+    (( SECONDS - SKEW_AT < 60 )) || { log "topic skew still not in $SKEW_DIR after 60 s"; exit 1; }
+    sleep 1
+done
+PAD="$(head -c 1000 /dev/zero | tr '\0' x)"
+seq -f "skew-%05g $PAD" 1 36000 | kafka_tool kafka-console-producer \
+    --bootstrap-server "$BOOTSTRAP" --topic skew --producer-property batch.size=262144 \
+    --producer-property linger.ms=20 >&2
+lv_used() {
+    local used
+    used="$(kubectl get logvolume -n "$NAMESPACE" "$1" -o jsonpath='{.status.usedBytes}')"
+    echo "${used:-0}"
+}
+until (( $(lv_used "$SKEW_LV") > 32 * 2**20 )); do
+    (( SECONDS - SKEW_AT < 120 )) || { log "$SKEW_LV shows $(lv_used "$SKEW_LV") bytes"; exit 1; }
+    sleep 1
+done
+log "skewed: topic skew (6 partitions, 36,000 records of 1 KB, on broker 1 only) all in demo-1's $SKEW_DIR"
+kubectl get logvolumes -n "$NAMESPACE" demo-1-data-0 demo-1-data-1 demo-1-data-2 >&2
+SKEWED_USED="$(lv_used "$SKEW_LV")"
+kubectl get logvolumes -n "$NAMESPACE" -o json >"$RUN_DIR/volumes-before.json"
+
 kubectl apply -n "$NAMESPACE" -f examples/rebalance.yaml >&2
 kubectl wait -n "$NAMESPACE" --for=jsonpath='{.status.phase}'=ProposalReady --timeout=600s \
     rebalance/demo-disks >&2
-kubectl get pods -n "$NAMESPACE" -l job-name --show-labels >&2 || true
-kubectl get rebalance -n "$NAMESPACE" demo-disks -o jsonpath='{.status.proposal}' | head -c 2000 >&2
-echo >&2
+kubectl get pods -n "$NAMESPACE" -l job-name >&2 || true
+kubectl get rebalance -n "$NAMESPACE" demo-disks -o json >"$RUN_DIR/rebalance.json"
+python -P scripts/lib/rebalance_tables.py proposal <"$RUN_DIR/rebalance.json" >&2
+MOVES="$(kubectl get rebalance -n "$NAMESPACE" demo-disks -o jsonpath='{.status.proposal.moves}')"
+(( MOVES > 0 )) || { log "the planner proposed no move for the skewed disk"; exit 1; }
 kubectl patch rebalance -n "$NAMESPACE" demo-disks --type=merge -p '{"spec":{"approve":true}}' >&2
+APPROVED_AT=$SECONDS
 kubectl wait -n "$NAMESPACE" --for=jsonpath='{.status.phase}'=Completed --timeout=600s \
     rebalance/demo-disks >&2
+log "$MOVES moves executed in $((SECONDS - APPROVED_AT)) s"
+# The LogVolumes' status follows the brokers' DescribeLogDirs on the operator's next probe.
+DONE_AT=$SECONDS
+until (( $(lv_used "$SKEW_LV") < SKEWED_USED )) || (( SECONDS - DONE_AT > 60 )); do sleep 1; done
+log "demo-1's disks as its broker reports them (DescribeLogDirs), before -> after:"
+kubectl get logvolumes -n "$NAMESPACE" -o json |
+    python -P scripts/lib/rebalance_tables.py volumes "$RUN_DIR/volumes-before.json" 1 >&2
 
 step "10. what Spindle manages"
 echo "\$ kubectl get spindle -n $NAMESPACE"
