@@ -184,6 +184,7 @@ step "9. one disk skewed on purpose, then a rebalance (examples/rebalance.yaml) 
 # kafka-reassign-partitions' log_dirs (AlterReplicaLogDirs), then ~35Mi is written into them.
 SKEW_LV=demo-1-data-0
 SKEW_DIR=/var/lib/spindle/data-0
+SKEW_AT=$SECONDS
 kafka_tool kafka-topics --bootstrap-server "$BOOTSTRAP" --create --topic skew \
     --replica-assignment 1,1,1,1,1,1 >&2
 printf '{"version":1,"partitions":[%s]}\n' "$(for p in 0 1 2 3 4 5; do
@@ -191,7 +192,6 @@ printf '{"version":1,"partitions":[%s]}\n' "$(for p in 0 1 2 3 4 5; do
 done | sed 's/}{/},{/g')" >"$RUN_DIR/skew-dirs.json"
 kafka_tool kafka-reassign-partitions --bootstrap-server "$BOOTSTRAP" \
     --reassignment-json-file "$RUN_DIR/skew-dirs.json" --execute >/dev/null
-SKEW_AT=$SECONDS
 until VERIFY="$(kafka_tool kafka-reassign-partitions --bootstrap-server "$BOOTSTRAP" \
     --reassignment-json-file "$RUN_DIR/skew-dirs.json" --verify)" &&
     ! grep -q 'in progress' <<<"$VERIFY"; do
@@ -211,14 +211,16 @@ until (( $(lv_used "$SKEW_LV") > 32 * 2**20 )); do
     (( SECONDS - SKEW_AT < 120 )) || { log "$SKEW_LV shows $(lv_used "$SKEW_LV") bytes"; exit 1; }
     sleep 1
 done
-log "skewed: topic skew (6 partitions, 36,000 records of 1 KB, on broker 1 only) all in demo-1's $SKEW_DIR"
+log "skewed in $((SECONDS - SKEW_AT)) s: topic skew (6 partitions on broker 1 only, 36,000 records of 1 KB) all in demo-1's $SKEW_DIR"
 kubectl get logvolumes -n "$NAMESPACE" demo-1-data-0 demo-1-data-1 demo-1-data-2 >&2
 SKEWED_USED="$(lv_used "$SKEW_LV")"
 kubectl get logvolumes -n "$NAMESPACE" -o json >"$RUN_DIR/volumes-before.json"
 
 kubectl apply -n "$NAMESPACE" -f examples/rebalance.yaml >&2
+PLAN_AT=$SECONDS
 kubectl wait -n "$NAMESPACE" --for=jsonpath='{.status.phase}'=ProposalReady --timeout=600s \
     rebalance/demo-disks >&2
+log "proposal ready after $((SECONDS - PLAN_AT)) s (the planner's Job):"
 kubectl get pods -n "$NAMESPACE" -l job-name >&2 || true
 kubectl get rebalance -n "$NAMESPACE" demo-disks -o json >"$RUN_DIR/rebalance.json"
 python -P scripts/lib/rebalance_tables.py proposal <"$RUN_DIR/rebalance.json" >&2
