@@ -32,6 +32,7 @@ class ResourceType(Enum):
     TOPIC = "Topic"
     CLUSTER = "Cluster"
     GROUP = "Group"
+    TRANSACTIONAL_ID = "TransactionalId"
 
 
 CLUSTER_NAME = "kafka-cluster"
