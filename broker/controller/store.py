@@ -10,6 +10,9 @@ Layout under the cluster prefix ``P`` (one JSON value per key)::
     P/topics/<name>            TopicState (partitions, directories, leader/ISR, reassignment)
     P/configs/broker/<id|->    dynamic broker configs ("-" = cluster-wide default)
     P/producer_ids/next        next producer id not handed out yet
+    P/security/<kind>/<id>     security records, opaque to the store: ``acls/<id>`` one ACL
+                               binding each (its id a hash of the binding, so creating it twice
+                               is one record), SCRAM credentials likewise
 
 Every write is a transaction that compares the key's ``mod_revision`` with the one this store
 last saw (0 for "must not exist"), the seeds' conditional update. A failed compare means another
@@ -66,6 +69,8 @@ class MetadataDelta:
     sessions: frozenset[int] = frozenset()
     controller: bool = False
     configs: bool = False
+    security: frozenset[str] = frozenset()
+    """The kinds of security record (``acls``, ...) that changed."""
     full: bool = False
 
 
@@ -100,6 +105,9 @@ class MetadataStore:
         self.brokers: dict[int, BrokerRegistration] = {}
         self.broker_configs: dict[str, dict[str, str]] = {}
         self.sessions: dict[int, BrokerSession] = {}
+        self.security: dict[str, dict[str, bytes]] = {}
+        """Security records by kind and id (``security["acls"]``), as written: the store keeps
+        them and says when they change; the security layer gives them meaning."""
         self.session_leases: dict[int, int] = {}
         """The etcd lease of each live session (the controller may end it: :mod:`.liveness`)."""
         self.controller: tuple[int, int] | None = None
@@ -127,6 +135,7 @@ class MetadataStore:
         self._revs, self._seen = {}, {}
         self.topics, self.brokers, self.broker_configs = {}, {}, {}
         self.sessions, self.controller = {}, None
+        self.security = {}
         self.session_leases = {}
         self.cluster_id = None
         for kv in kvs:
@@ -156,6 +165,9 @@ class MetadataStore:
             self.session_leases[session.node_id] = kv.lease
         elif rel == "controller":
             self.controller = parse_controller(kv.value)
+        elif rel.startswith("security/"):
+            _, kind, record_id = rel.split("/", 2)
+            self.security.setdefault(kind, {})[record_id] = kv.value
 
     def _remove(self, key: bytes, revision: int) -> None:
         self._revs.pop(key, None)
@@ -175,6 +187,9 @@ class MetadataStore:
             self.session_leases.pop(int(last), None)
         elif rel == "controller":
             self.controller = None
+        elif rel.startswith("security/"):
+            _, kind, record_id = rel.split("/", 2)
+            self.security.get(kind, {}).pop(record_id, None)
 
     def apply_batch(self, batch: WatchBatch) -> MetadataDelta:
         """Apply one watch batch (skipping what this store already applied); say what changed."""
@@ -182,6 +197,7 @@ class MetadataStore:
         brokers: set[int] = set()
         sessions: set[int] = set()
         controller = configs = False
+        security: set[str] = set()
         for event in batch.events:
             kv = event.kv
             # At or below the last revision applied: this store's own write coming back (its
@@ -204,6 +220,8 @@ class MetadataStore:
                 controller = True
             elif kind == "configs":
                 configs = True
+            elif kind == "security":
+                security.add(name.split("/", 1)[0])
         self.revision = max(self.revision, batch.revision)
         return MetadataDelta(
             self.revision,
@@ -212,6 +230,7 @@ class MetadataStore:
             frozenset(sessions),
             controller,
             configs,
+            frozenset(security),
         )
 
     def topic_revision(self, name: str) -> int:
@@ -375,6 +394,44 @@ class MetadataStore:
                 self.broker_configs[scope] = dict(configs)
             else:
                 self.broker_configs.pop(scope, None)
+
+    async def put_security_records(
+        self, kind: str, puts: dict[str, bytes], deletes: frozenset[str] = frozenset()
+    ) -> int:
+        """Write and delete security records of ``kind`` (e.g. ACLs) in one transaction;
+        return its revision (0 if nothing changed). A record already held with the same value
+        is not rewritten and one already gone is not deleted, so a retried CreateAcls or
+        DeleteAcls is a no-op rather than a conflict."""
+        async with self._lock:
+            held = self.security.get(kind, {})
+            ops: list[Put | Delete] = []
+            compares: list[AnyCompare] = []
+            for record_id, value in sorted(puts.items()):
+                if held.get(record_id) != value:
+                    key = self._key("security", kind, record_id)
+                    compares.append(Compare(key, self._revs.get(key, 0)))
+                    ops.append(Put(key, value))
+            for record_id in sorted(deletes - puts.keys()):
+                if record_id in held:
+                    key = self._key("security", kind, record_id)
+                    compares.append(Compare(key, self._revs.get(key, 0)))
+                    ops.append(Delete(key))
+            if not ops:
+                return 0
+            result = await self._client.transact(compares, ops, [])
+            if not result.succeeded:
+                await self._load_unlocked()
+                raise MetadataConflict(f"{kind} records were changed by another writer")
+            for op in ops:
+                self._seen[op.key] = result.revision
+                record_id = self._rel(op.key).split("/", 2)[2]
+                if isinstance(op, Put):
+                    self._revs[op.key] = result.revision
+                    self.security.setdefault(kind, {})[record_id] = op.value
+                else:
+                    self._revs.pop(op.key, None)
+                    self.security.get(kind, {}).pop(record_id, None)
+            return result.revision
 
     async def allocate_producer_ids(self, block_size: int) -> int:
         """Reserve ``block_size`` producer ids; return the first (Kafka hands out blocks too)."""

@@ -32,16 +32,22 @@ with warnings.catch_warnings():
         AlterPartitionReassignmentsResponse,
         AlterReplicaLogDirsRequest,
         AlterReplicaLogDirsResponse,
+        CreateAclsRequest,
+        CreateAclsResponse,
         CreatePartitionsRequest,
         CreatePartitionsResponse,
         CreateTopicsRequest,
         CreateTopicsResponse,
+        DeleteAclsRequest,
+        DeleteAclsResponse,
         DeleteGroupsRequest,
         DeleteGroupsResponse,
         DeleteRecordsRequest,
         DeleteRecordsResponse,
         DeleteTopicsRequest,
         DeleteTopicsResponse,
+        DescribeAclsRequest,
+        DescribeAclsResponse,
         DescribeClusterRequest,
         DescribeClusterResponse,
         DescribeConfigsRequest,
@@ -135,6 +141,9 @@ class ApiKey(IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     ALTER_REPLICA_LOG_DIRS = 34
@@ -229,6 +238,10 @@ SUPPORTED_APIS: Mapping[int, ApiSpec] = {
             OffsetForLeaderEpochRequest,
             OffsetForLeaderEpochResponse,
         ),
+        # ACLs (KIP-290 patterns from v1; Kafka 4 serves v1-3)
+        _spec(ApiKey.DESCRIBE_ACLS, 1, 3, DescribeAclsRequest, DescribeAclsResponse),
+        _spec(ApiKey.CREATE_ACLS, 1, 3, CreateAclsRequest, CreateAclsResponse),
+        _spec(ApiKey.DELETE_ACLS, 1, 3, DeleteAclsRequest, DeleteAclsResponse),
         _spec(ApiKey.DESCRIBE_CONFIGS, 1, 4, DescribeConfigsRequest, DescribeConfigsResponse),
         _spec(
             ApiKey.ALTER_REPLICA_LOG_DIRS,

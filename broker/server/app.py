@@ -44,6 +44,7 @@ from .config import BrokerSettings
 from .connection import KafkaConnection
 from .frame_pool import FramePool
 from .metrics import MetricsServer
+from .security.acls import ACL_RECORDS, StandardAuthorizer, acls_from_records
 from .security.authenticator import authenticator_for
 from .security.authorizer import AllowAll, Authorizer
 from .security.listeners import check_served
@@ -71,7 +72,11 @@ class BrokerServer:
         self.storage_settings = storage
         self.static_configs = dict(static_configs or {})
         self.clock: Clock = clock or SystemClock()
-        self.authorizer: Authorizer = authorizer or AllowAll()
+        self.authorizer: Authorizer = authorizer or (
+            StandardAuthorizer(settings.authorizer_settings)
+            if settings.acls_enabled
+            else AllowAll()
+        )
         self._listener = check_served(settings.served_listeners)  # config refused the rest
         self.etcd = EtcdClient([e.strip() for e in settings.etcd_endpoints.split(",") if e.strip()])
         self.store = MetadataStore(self.etcd, prefix=settings.etcd_prefix)
@@ -145,7 +150,13 @@ class BrokerServer:
         await self.store.load()
         cluster_id = await self.store.ensure_cluster_id(self.settings.cluster_id)
         await self.store.claim_controller_mode(self.settings.controller_mode, self.settings.node_id)
+        self._apply_acls()
         return cluster_id
+
+    def _apply_acls(self) -> None:
+        """The authorizer decides by the ACL records the metadata store holds now."""
+        if isinstance(self.authorizer, StandardAuthorizer):
+            self.authorizer.acls = acls_from_records(self.store.security.get(ACL_RECORDS, {}))
 
     async def _listen(self) -> Endpoint:
         """Bind the listener, so the port is known to register with, without accepting yet
@@ -299,6 +310,8 @@ class BrokerServer:
         """The watch applied a change: create or delete local replicas as it says; a dynamic
         broker config changed through any broker (throttles, cordons) applies here too. Then
         the change counts as applied here: handlers waiting for a write of theirs answer."""
+        if delta.full or ACL_RECORDS in delta.security:
+            self._apply_acls()
         if self.replicas is None:
             return
         try:

@@ -26,15 +26,17 @@ from .security.listeners import (
     parse_protocol_map,
     resolve_listeners,
 )
+from .security.settings import AuthorizerConfig
 
 
 class ConfigError(ValueError):
     """The configuration cannot be used; the message names the key and the reason."""
 
 
-class BrokerSettings(GroupSettings):
+class BrokerSettings(GroupSettings, AuthorizerConfig):
     """The broker's settings other than storage (Kafka's names and defaults unless noted);
-    the group coordinator's settings are inherited from ``GroupSettings``."""
+    the group coordinator's settings are inherited from ``GroupSettings``, the authorizer's
+    from ``security.settings.AuthorizerConfig``."""
 
     node_id: int = Field(ge=0, description="This broker's id.")
     listeners: str = Field(
@@ -203,8 +205,8 @@ class BrokerSettings(GroupSettings):
         return parse_listeners(self.advertised_listeners or self.listeners)
 
 
-_SECURITY_KEY_PREFIXES = ("ssl.", "sasl.", "listener.name.", "security.", "authorizer.")
-"""Kafka's TLS, SASL and authorizer keys: named as such when refused, not as unknown."""
+_SECURITY_KEY_PREFIXES = ("ssl.", "sasl.", "listener.name.", "security.")
+"""Kafka's TLS and SASL keys: named as such when refused, not as unknown."""
 
 
 def _aliases(model: type[BaseModel]) -> set[str]:

@@ -167,6 +167,8 @@ def authorization_failed(rt: ResourceType) -> ErrorCode:
         return ErrorCode.TOPIC_AUTHORIZATION_FAILED
     if rt is ResourceType.GROUP:
         return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if rt is ResourceType.TRANSACTIONAL_ID:
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 

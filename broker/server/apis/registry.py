@@ -16,6 +16,7 @@ from spindle.broker.protocol.apis import SUPPORTED_APIS, ApiKey, Request
 
 from ..security.authorizer import RequestContext
 from . import (
+    acls,
     cluster,
     configs,
     group_offsets,
@@ -40,6 +41,7 @@ FAMILIES: tuple[Handlers, ...] = (
     reassignments.HANDLERS,
     groups.HANDLERS,
     group_offsets.HANDLERS,
+    acls.HANDLERS,
 )
 
 

@@ -26,7 +26,9 @@ The wire codes are Kafka's (``ResourceType``, ``PatternType``, ``AclOperation``,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -301,6 +303,49 @@ class AclSet:
     def matching(self, f: AclFilter) -> list[AclBinding]:
         """The ACLs ``f`` selects, in a stable order."""
         return [acl for acl in sorted(self._all) if f.matches(acl)]
+
+
+ACL_RECORDS = "acls"
+"""The kind of the metadata store's security records that hold ACLs."""
+
+
+def acl_record(acl: AclBinding) -> tuple[str, bytes]:
+    """The id and value of ``acl``'s record in the metadata store. The id is a hash of the
+    binding, so the same ACL created twice (or by two brokers at once) is one record, as Kafka
+    keeps one copy of an ACL however often it is created."""
+    value = json.dumps(
+        {
+            "resource_type": acl.resource_type.name,
+            "resource_name": acl.resource_name,
+            "pattern_type": acl.pattern_type.name,
+            "principal": acl.principal,
+            "host": acl.host,
+            "operation": acl.operation.name,
+            "permission": acl.permission.name,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    ).encode()
+    return hashlib.sha256(value).hexdigest()[:32], value
+
+
+def acl_from_record(value: bytes) -> AclBinding:
+    """The binding of an ACL record (:func:`acl_record`'s value)."""
+    d = json.loads(value)
+    return AclBinding(
+        AclResourceType[d["resource_type"]],
+        d["resource_name"],
+        PatternType[d["pattern_type"]],
+        d["principal"],
+        d["host"],
+        AclOperation[d["operation"]],
+        Permission[d["permission"]],
+    )
+
+
+def acls_from_records(records: Mapping[str, bytes]) -> AclSet:
+    """The ACLs in force, from the metadata store's ACL records."""
+    return AclSet(acl_from_record(value) for value in records.values())
 
 
 def decide(

@@ -85,10 +85,9 @@ def test_advertised_listeners_name_only_configured_listeners() -> None:
         "sasl.enabled.mechanisms",
         "listener.name.internal.sasl.jaas.config",
         "security.inter.broker.protocol",
-        "authorizer.class.name",
     ],
 )
-def test_tls_sasl_and_acl_keys_are_refused_as_not_supported_yet(key: str) -> None:
+def test_tls_and_sasl_keys_are_refused_as_not_supported_yet(key: str) -> None:
     with pytest.raises(ConfigError, match=rf"{key}' configures TLS or SASL"):
         _settings(**{key: "x"})
 
