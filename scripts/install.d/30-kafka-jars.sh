@@ -60,3 +60,4 @@ wrap kafka-get-offsets org.apache.kafka.tools.GetOffsetShell
 wrap kafka-consumer-perf-test org.apache.kafka.tools.ConsumerPerformance
 wrap kafka-topics org.apache.kafka.tools.TopicCommand
 wrap kafka-leader-election org.apache.kafka.tools.LeaderElectionCommand
+wrap kafka-acls kafka.admin.AclCommand

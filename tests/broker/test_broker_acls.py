@@ -6,6 +6,8 @@ principal (SASL users come with the SASL listeners)."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +29,7 @@ from kafka.admin import (
 from kafka.errors import SecurityDisabledError, TopicAuthorizationFailedError
 from spindle.broker.server.config import ConfigError, settings_from_properties
 
-from .conftest import Broker, Etcd, make_broker
+from .conftest import CACHE_BIN, Broker, Etcd, make_broker
 
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 ME = "User:ANONYMOUS"
@@ -173,3 +175,76 @@ def test_an_unknown_authorizer_class_is_refused_with_the_reason() -> None:
         settings_from_properties(props)
     broker, _ = settings_from_properties({**props, "authorizer.class.name": STANDARD})
     assert broker.acls_enabled
+
+
+def test_metadata_lists_only_the_topics_the_principal_may_describe(
+    admin: KafkaAdminClient,
+) -> None:
+    hidden, shown = _topic(), _topic()
+    admin.create_topics(
+        [NewTopic(n, num_partitions=1, replication_factor=1) for n in (hidden, shown)]
+    )
+    admin.create_acls([_topic_acl(hidden, ACLOperation.DESCRIBE, ACLPermissionType.DENY)])
+    try:
+        listed = admin.list_topics()
+        assert shown in listed
+        assert hidden not in listed
+        (described,) = admin.describe_topics([hidden])
+        assert described["error_code"] == TopicAuthorizationFailedError.errno
+        assert described["partitions"] == []
+    finally:
+        admin.delete_acls([_topic_filter(hidden)])
+    assert hidden in admin.list_topics()
+
+
+def _kafka_acls(broker: Broker, *args: str) -> str:
+    tool = shutil.which("kafka-acls") or str(CACHE_BIN / "kafka-acls")
+    if not Path(tool).exists():
+        pytest.fail("kafka-acls is missing: run ./dev sync (scripts/install.d/30-kafka-jars.sh)")
+    proc = subprocess.run(
+        [tool, "--bootstrap-server", broker.bootstrap, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, (
+        f"kafka-acls failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    )
+    return proc.stdout
+
+
+@pytest.mark.slow
+def test_kafka_acls_adds_lists_and_removes_a_consumers_acls(acl_broker: Broker) -> None:
+    """Apache Kafka's own ``kafka-acls`` (its --consumer shortcut: Read and Describe on the
+    topic, Read on the group), then --list by principal and --remove."""
+    topic = _topic()
+    _kafka_acls(
+        acl_broker,
+        "--add",
+        "--allow-principal",
+        "User:alice",
+        "--consumer",
+        "--topic",
+        topic,
+        "--group",
+        "billing",
+    )
+    listed = _kafka_acls(acl_broker, "--list", "--principal", "User:alice")
+    assert f"name={topic}, patternType=LITERAL" in listed
+    assert "name=billing, patternType=LITERAL" in listed
+    assert "operation=READ, permissionType=ALLOW" in listed
+    assert "operation=DESCRIBE, permissionType=ALLOW" in listed
+    _kafka_acls(
+        acl_broker,
+        "--remove",
+        "--force",
+        "--allow-principal",
+        "User:alice",
+        "--consumer",
+        "--topic",
+        topic,
+        "--group",
+        "billing",
+    )
+    listed = _kafka_acls(acl_broker, "--list", "--principal", "User:alice")
+    assert topic not in listed

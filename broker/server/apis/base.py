@@ -122,6 +122,13 @@ class ApiContext:
     def allowed_on_cluster(self, ctx: RequestContext, op: Operation) -> bool:
         return self.allowed(ctx, op, ResourceType.CLUSTER, CLUSTER_NAME)
 
+    def may_create_topic(self, ctx: RequestContext, name: str) -> bool:
+        """Kafka's rule for CreateTopics and auto-creation: Create on the cluster, or on the
+        topic itself."""
+        return self.allowed_on_cluster(ctx, Operation.CREATE) or self.allowed(
+            ctx, Operation.CREATE, ResourceType.TOPIC, name
+        )
+
     def cluster_refusal(
         self, ctx: RequestContext, op: Operation, **empty: Any
     ) -> dict[str, Any] | None:

@@ -105,6 +105,9 @@ async def _requested_topic(
                 "topic_id": t.topic_id,
             }
         name = found.name
+    if not broker.allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, name):
+        # Kafka's answer whether or not the topic exists: its existence is not told either
+        return _topic_metadata(broker, name, None, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
     topic = broker.topics.get(name)
     error = 0
     if (
@@ -112,8 +115,9 @@ async def _requested_topic(
         and allow_create
         and name != INTERNAL_TOPIC  # created by FindCoordinator, never by Metadata
         and broker.settings.auto_create_topics_enable
-        and broker.allowed(ctx, Operation.CREATE, ResourceType.TOPIC, name)
     ):
+        if not broker.may_create_topic(ctx, name):
+            return _topic_metadata(broker, name, None, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
         topic, error = await _auto_create(broker, name)
     return _topic_metadata(broker, name, topic, error)
 
@@ -122,7 +126,12 @@ async def metadata(broker: ApiContext, ctx: RequestContext, req: Request) -> dic
     body = req.body
     requested = body.topics
     if requested is None or (req.version == 0 and not requested):
-        topics_out = [_topic_metadata(broker, n, broker.topics[n]) for n in sorted(broker.topics)]
+        # every topic the principal may Describe; the others are not mentioned at all
+        topics_out = [
+            _topic_metadata(broker, n, broker.topics[n])
+            for n in sorted(broker.topics)
+            if broker.allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, n)
+        ]
     else:
         by_id = {t.topic_id: t for t in broker.topics.values()}
         allow_create = bool(body.allow_auto_topic_creation) if req.version >= 4 else True

@@ -11,7 +11,7 @@ from typing import Any
 from spindle.broker.common.errors import ErrorCode
 from spindle.broker.protocol.apis import ApiKey, Request
 
-from ..security.authorizer import RequestContext
+from ..security.authorizer import Operation, RequestContext, ResourceType
 from .base import ApiContext, Handlers, errors_into
 
 PRODUCER_ID_BLOCK = 1000
@@ -34,6 +34,13 @@ async def init_producer_id(broker: ApiContext, ctx: RequestContext, req: Request
     res = {"throttle_time_ms": 0, "error_code": 0, "producer_id": -1, "producer_epoch": -1}
     if body.transactional_id is not None:
         res["error_code"] = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return res
+    if not (
+        broker.allowed_on_cluster(ctx, Operation.IDEMPOTENT_WRITE)
+        or broker.authorizer.authorize_any(ctx, Operation.WRITE, ResourceType.TOPIC)
+    ):
+        # Kafka's rule (KIP-679): IdempotentWrite on the cluster, or Write on some topic
+        res["error_code"] = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         return res
     if req.version >= 3 and body.producer_id is not None and body.producer_id >= 0:
         # KIP-360: an idempotent producer bumps its own epoch after an error.

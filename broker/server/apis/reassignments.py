@@ -48,6 +48,11 @@ async def alter_partition_reassignments(
 async def list_partition_reassignments(
     broker: ApiContext, ctx: RequestContext, req: Request
 ) -> dict[str, Any]:
+    refused = broker.cluster_refusal(
+        ctx, Operation.DESCRIBE, error_message="not allowed", topics=[]
+    )
+    if refused is not None:
+        return refused
     topics = []
     wanted = (
         {t.name: set(t.partition_indexes) for t in req.body.topics}

@@ -23,6 +23,7 @@ from .base import (
     answer_when_applied,
     config_entry,
     errors_into,
+    not_authorized,
     request_wait_s,
     topic_id,
 )
@@ -84,7 +85,8 @@ async def create_topics(broker: ApiContext, ctx: RequestContext, req: Request) -
             "configs": [],
         }
         with errors_into(res):
-            broker.authorize(ctx, Operation.CREATE, ResourceType.TOPIC, t.name)
+            if not broker.may_create_topic(ctx, t.name):
+                raise not_authorized(Operation.CREATE, ResourceType.TOPIC, t.name)
             revision = await _create_topic(broker, t, bool(body.validate_only), res)
             if revision is not None:
                 written.append((res, revision))

@@ -300,6 +300,9 @@ class AclSet:
             yield from self._literal.get((resource_type, WILDCARD), ())
         yield from self._prefixed.get(resource_type, ())
 
+    def of_type(self, resource_type: AclResourceType) -> list[AclBinding]:
+        return [acl for acl in self._all if acl.resource_type is resource_type]
+
     def matching(self, f: AclFilter) -> list[AclBinding]:
         """The ACLs ``f`` selects, in a stable order."""
         return [acl for acl in sorted(self._all) if f.matches(acl)]
@@ -377,6 +380,65 @@ def decide(
     return settings.allow_if_no_acl and not any_acl
 
 
+def decide_any(
+    acls: Iterable[AclBinding],
+    settings: AuthorizerSettings,
+    *,
+    principal: str,
+    host: str,
+    op: AclOperation,
+    resource_type: AclResourceType,
+) -> bool:
+    """Whether ``principal`` may do ``op`` on at least one resource of ``resource_type``: Kafka's
+    ``Authorizer.authorizeByResourceType`` (an idempotent producer needs Write on some topic,
+    not a particular one). A resource named like no real one decides super users and the
+    no-ACL fallback; then an ALLOW pattern counts unless a DENY pattern covers it: the
+    literal wildcard covers everything, a DENY prefix covers the literals and prefixes that
+    start with it, a DENY literal only the same literal."""
+    acls = [a for a in acls if a.resource_type is resource_type]
+    probe = "\0spindle-probe"  # no topic, group or id can have this name
+    if decide(
+        acls,
+        settings,
+        principal=principal,
+        host=host,
+        op=op,
+        resource_type=resource_type,
+        name=probe,
+    ):
+        return True
+    allow: list[AclBinding] = []
+    deny_literal: set[str] = set()
+    deny_prefix: list[str] = []
+    for acl in acls:
+        if not _names(acl, principal, host, op):
+            continue
+        if acl.permission is Permission.ALLOW:
+            allow.append(acl)
+        elif acl.pattern_type is PatternType.PREFIXED:
+            deny_prefix.append(acl.resource_name)
+        else:
+            deny_literal.add(acl.resource_name)
+    if WILDCARD in deny_literal:
+        return False
+    for acl in allow:
+        name = acl.resource_name
+        if any(name.startswith(p) for p in deny_prefix):
+            continue
+        if acl.pattern_type is PatternType.PREFIXED or name not in deny_literal:
+            return True
+    return False
+
+
+def _names(acl: AclBinding, principal: str, host: str, op: AclOperation) -> bool:
+    """Whether ``acl``'s entry names this principal, host and operation (no implications)."""
+    return (
+        acl.principal in (principal, WILDCARD_PRINCIPAL)
+        and acl.host in (WILDCARD, host)
+        and acl.operation in (op, AclOperation.ALL)
+    )
+
+
 class StandardAuthorizer:
     """The authorizer over the ACLs in force (``authorizer.class.name`` set): what every
     handler asks through :class:`~.authorizer.Authorizer`. The metadata watch replaces
@@ -398,6 +460,17 @@ class StandardAuthorizer:
             op=OPERATIONS[op],
             resource_type=rtype,
             name=name,
+        )
+
+    def authorize_any(self, ctx: RequestContext, op: Operation, resource: ResourceType) -> bool:
+        rtype = RESOURCE_TYPES[resource]
+        return decide_any(
+            self.acls.of_type(rtype),
+            self.settings,
+            principal=ctx.principal,
+            host=_host(ctx.client_address),
+            op=OPERATIONS[op],
+            resource_type=rtype,
         )
 
 

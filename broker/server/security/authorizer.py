@@ -1,9 +1,9 @@
 """The request context and the authorizer seam.
 
 Every request carries a :class:`RequestContext` (who sent it, from where) and every handler asks
-the :class:`Authorizer` before acting, with Kafka's operation and resource names, so ACLs can be
-added later (security issue) without touching the handlers. Today the only implementation
-allows everything.
+the :class:`Authorizer` before acting, with Kafka's operation and resource names (Kafka's
+"Operations and Resources on Protocols" table). :class:`AllowAll` is the broker without an
+authorizer; :class:`~.acls.StandardAuthorizer` decides by ACLs.
 """
 
 from __future__ import annotations
@@ -53,11 +53,20 @@ class Authorizer(Protocol):
         self, ctx: RequestContext, op: Operation, resource: ResourceType, name: str
     ) -> bool: ...
 
+    def authorize_any(self, ctx: RequestContext, op: Operation, resource: ResourceType) -> bool:
+        """Whether ``op`` is allowed on at least one resource of the type (Kafka's
+        ``authorizeByResourceType``)."""
+        ...
+
 
 class AllowAll:
-    """Allows every request (no ACLs yet)."""
+    """No authorizer configured (``authorizer.class.name`` empty): every request is allowed,
+    as in Kafka."""
 
     def authorize(
         self, ctx: RequestContext, op: Operation, resource: ResourceType, name: str
     ) -> bool:
+        return True
+
+    def authorize_any(self, ctx: RequestContext, op: Operation, resource: ResourceType) -> bool:
         return True

@@ -20,6 +20,7 @@ from spindle.broker.server.security.acls import (
     Permission,
     StandardAuthorizer,
     decide,
+    decide_any,
     parse_super_users,
     validate_new_acl,
 )
@@ -221,3 +222,21 @@ def test_the_index_decides_as_a_scan_of_every_acl(
             settings,
             **kwargs,  # type: ignore[arg-type]
         )
+
+
+def any_allowed(acls: list[AclBinding], settings: AuthorizerSettings = CLOSED) -> bool:
+    return decide_any(
+        acls, settings, principal="User:alice", host="10.0.0.1", op=OP.WRITE, resource_type=T
+    )
+
+
+def test_write_on_some_topic_is_an_allow_no_deny_pattern_covers() -> None:
+    """Kafka's authorizeByResourceType, which lets an idempotent producer start."""
+    assert any_allowed([acl("a", op=OP.WRITE)])
+    assert not any_allowed([acl("a", op=OP.READ)])
+    assert not any_allowed([acl("a", op=OP.WRITE), acl("a", op=OP.WRITE, perm=DENY, pattern=PRE)])
+    assert any_allowed([acl("or", op=OP.WRITE, pattern=PRE), acl("orders", op=OP.WRITE, perm=DENY)])
+    assert not any_allowed([acl("or", op=OP.WRITE, pattern=PRE), acl("*", op=OP.ALL, perm=DENY)])
+    assert not any_allowed([])
+    assert any_allowed([], AuthorizerSettings(allow_if_no_acl=True))
+    assert any_allowed([], AuthorizerSettings(super_users=frozenset({"User:alice"})))
