@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,7 @@ from kafka.admin import (
 from kafka.errors import SecurityDisabledError, TopicAuthorizationFailedError
 from spindle.broker.server.config import ConfigError, settings_from_properties
 
+from .cluster import running
 from .conftest import CACHE_BIN, Broker, Etcd, make_broker
 
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -248,3 +250,27 @@ def test_kafka_acls_adds_lists_and_removes_a_consumers_acls(acl_broker: Broker) 
     )
     listed = _kafka_acls(acl_broker, "--list", "--principal", "User:alice")
     assert topic not in listed
+
+
+@pytest.mark.slow
+def test_an_acl_created_through_one_broker_is_enforced_by_another_within_a_second(
+    tmp_path: Path, etcd: Etcd
+) -> None:
+    settings = {"authorizer.class.name": STANDARD, "allow.everyone.if.no.acl.found": "true"}
+    with running(tmp_path, etcd, nodes=2, extra=settings) as cluster:
+        one = KafkaAdminClient(bootstrap_servers=cluster.bootstrap([1]))
+        two = KafkaAdminClient(bootstrap_servers=cluster.bootstrap([2]))
+        try:
+            name = _topic()
+            one.create_topics([NewTopic(name, num_partitions=1, replication_factor=2)])
+            assert name in two.list_topics()
+            one.create_acls([_topic_acl(name, ACLOperation.DESCRIBE, ACLPermissionType.DENY)])
+            written = time.monotonic()
+            while name in two.list_topics():
+                assert time.monotonic() - written < 1.0, "broker 2 still shows the topic after 1 s"
+                time.sleep(0.02)
+            described, _ = two.describe_acls(_topic_filter(name))
+            assert [a.permission_type for a in described] == [ACLPermissionType.DENY]
+        finally:
+            one.close()
+            two.close()
