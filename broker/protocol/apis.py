@@ -26,6 +26,8 @@ from typing import Any
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka.protocol.admin import (
+        AlterClientQuotasRequest,
+        AlterClientQuotasResponse,
         AlterConfigsRequest,
         AlterConfigsResponse,
         AlterPartitionReassignmentsRequest,
@@ -48,6 +50,8 @@ with warnings.catch_warnings():
         DeleteTopicsResponse,
         DescribeAclsRequest,
         DescribeAclsResponse,
+        DescribeClientQuotasRequest,
+        DescribeClientQuotasResponse,
         DescribeClusterRequest,
         DescribeClusterResponse,
         DescribeConfigsRequest,
@@ -155,6 +159,8 @@ class ApiKey(IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_CLUSTER = 60
 
 
@@ -242,6 +248,16 @@ SUPPORTED_APIS: Mapping[int, ApiSpec] = {
         _spec(ApiKey.DESCRIBE_ACLS, 1, 3, DescribeAclsRequest, DescribeAclsResponse),
         _spec(ApiKey.CREATE_ACLS, 1, 3, CreateAclsRequest, CreateAclsResponse),
         _spec(ApiKey.DELETE_ACLS, 1, 3, DeleteAclsRequest, DeleteAclsResponse),
+        _spec(
+            ApiKey.DESCRIBE_CLIENT_QUOTAS,
+            0,
+            1,
+            DescribeClientQuotasRequest,
+            DescribeClientQuotasResponse,
+        ),
+        _spec(
+            ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, AlterClientQuotasRequest, AlterClientQuotasResponse
+        ),
         _spec(ApiKey.DESCRIBE_CONFIGS, 1, 4, DescribeConfigsRequest, DescribeConfigsResponse),
         _spec(
             ApiKey.ALTER_REPLICA_LOG_DIRS,

@@ -17,6 +17,7 @@ from spindle.broker.protocol.apis import SUPPORTED_APIS, ApiKey, Request
 from ..security.authorizer import RequestContext
 from . import (
     acls,
+    client_quotas,
     cluster,
     configs,
     group_offsets,
@@ -42,6 +43,7 @@ FAMILIES: tuple[Handlers, ...] = (
     groups.HANDLERS,
     group_offsets.HANDLERS,
     acls.HANDLERS,
+    client_quotas.HANDLERS,
 )
 
 
