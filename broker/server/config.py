@@ -23,7 +23,6 @@ from .security.listeners import (
     check_advertised,
     check_served,
     parse_listeners,
-    parse_protocol_map,
     resolve_listeners,
 )
 from .security.settings import AuthorizerConfig
@@ -31,6 +30,14 @@ from .security.settings import AuthorizerConfig
 
 class ConfigError(ValueError):
     """The configuration cannot be used; the message names the key and the reason."""
+
+
+class _KeyedError(ValueError):
+    """A model validator's error about one key (its location is the model, not the key)."""
+
+    def __init__(self, key: str, cause: ValueError) -> None:
+        super().__init__(str(cause))
+        self.key = key
 
 
 class BrokerSettings(GroupSettings, AuthorizerConfig):
@@ -168,36 +175,28 @@ class BrokerSettings(GroupSettings, AuthorizerConfig):
             raise ValueError("must be positive, or -1 for the OS default")
         return value
 
-    @field_validator("listeners", "advertised_listeners")
-    @classmethod
-    def _valid_listeners(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_listeners(value)
-        return value
-
-    @field_validator("listener_security_protocol_map")
-    @classmethod
-    def _valid_protocol_map(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_protocol_map(value)
-        return value
-
     @model_validator(mode="after")
     def _servable_listeners(self) -> BrokerSettings:
-        """Refuse listeners this broker would not serve as they say (security.listeners)."""
-        check_served(self.served_listeners)
+        """Refuse listeners this broker would not serve as they say (security.listeners).
+
+        The one place ``listeners`` and ``listener.security.protocol.map`` are parsed and
+        checked, and ``advertised.listeners`` against the listeners' names."""
+        try:
+            specs = self.served_listeners
+        except ValueError as exc:
+            raise _KeyedError("listeners", exc) from None
+        check_served(specs)
         if self.advertised_listeners is not None:
-            check_advertised(self.listeners, self.advertised_listeners)
+            try:
+                check_advertised([spec.name for spec in specs], self.advertised_listeners)
+            except ValueError as exc:
+                raise _KeyedError("advertised.listeners", exc) from None
         return self
 
     @property
     def served_listeners(self) -> list[ListenerSpec]:
         """Every listener with its security protocol."""
         return resolve_listeners(self.listeners, self.listener_security_protocol_map)
-
-    @property
-    def listener_list(self) -> list[Listener]:
-        return parse_listeners(self.listeners)
 
     @property
     def advertised_listener_list(self) -> list[Listener]:
@@ -236,8 +235,11 @@ def settings_from_properties(props: dict[str, str]) -> tuple[BrokerSettings, Sto
         storage = StorageSettings.model_validate(storage_props)
     except ValidationError as exc:
         err = exc.errors()[0]
-        key = ".".join(str(p) for p in err["loc"]) or "?"
-        raise ConfigError(f"configuration key {key!r}: {err['msg']}") from None
+        cause = err.get("ctx", {}).get("error")
+        key = cause.key if isinstance(cause, _KeyedError) else ".".join(str(p) for p in err["loc"])
+        # Still no key: the model validator's check of the listeners as a whole.
+        where = f"configuration key {key!r}" if key else "listener configuration"
+        raise ConfigError(f"{where}: {err['msg']}") from None
     return broker, storage
 
 

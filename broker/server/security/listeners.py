@@ -114,9 +114,9 @@ def resolve_listeners(listeners: str, protocol_map: str | None = None) -> list[L
     return out
 
 
-def check_advertised(listeners: str, advertised: str) -> None:
-    """``advertised.listeners`` may only name listeners of ``listeners`` (Kafka's rule)."""
-    valid = [listener.name for listener in parse_listeners(listeners)]
+def check_advertised(valid: list[str], advertised: str) -> None:
+    """``advertised.listeners`` may only name listeners of ``listeners`` (Kafka's rule);
+    ``valid`` are the names ``listeners`` defines."""
     for listener in parse_listeners(advertised):
         if listener.name not in valid:
             raise ValueError(
