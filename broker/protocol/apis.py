@@ -456,3 +456,75 @@ def api_versions_body(request: Request) -> dict[str, Any]:
     ]
     error = ErrorCode.UNSUPPORTED_VERSION if request.unsupported_version else ErrorCode.NONE
     return {"error_code": int(error), "api_keys": keys, "throttle_time_ms": 0}
+
+
+_MIRRORED_AS: Mapping[str, tuple[str, ...]] = {
+    "responses": ("topic_data", "topics"),  # Produce, Fetch
+    "partition_responses": ("partition_data",),  # Produce
+    "partition_index": ("partition", "index"),  # Fetch, ListOffsets v0
+}
+"""Response fields filled from request fields of another name (else from the same name)."""
+_ITEM_KEYS = frozenset(
+    {"name", "topic", "topic_id", "partition_index", "index", "partition", "group_id"}
+    | {"resource_type", "resource_name", "member_id", "group_instance_id"}
+)
+"""The fields that say which item of the request an answer is for, copied into it."""
+_UNKNOWN_AS_MINUS_ONE = frozenset(
+    {"base_offset", "log_start_offset", "log_append_time_ms", "offset", "timestamp"}
+    | {"high_watermark", "last_stable_offset", "low_watermark", "committed_offset"}
+    | {"leader_epoch", "committed_leader_epoch"}
+)
+"""Offsets, timestamps and epochs an error answer leaves unknown: -1, as Kafka's error
+responses set them (its INVALID_OFFSET, NO_TIMESTAMP; some schema defaults are 0)."""
+
+
+def error_response_body(request: Request, code: ErrorCode) -> dict[str, Any]:
+    """The answer to ``request`` failing as a whole with ``code`` (Kafka's
+    ``AbstractRequest.getErrorResponse``, which ``KafkaApis.handleError`` sends for an
+    unexpected exception): a response with a top-level ``error_code`` carries it there,
+    without items; any other names each item of the request back (topics, partitions,
+    groups, resources) with ``code`` in the item's ``error_code``. Fields left out take the
+    schema's defaults, offsets, timestamps and epochs -1."""
+    version = 0 if request.unsupported_version else request.version
+    cls = request.spec.response_class
+    plan = _field_plan(cls, version)
+    if plan.get("error_code") is not None:
+        out: dict[str, Any] = {"error_code": int(code)}
+        if plan.get("throttle_time_ms") is not None:
+            out["throttle_time_ms"] = 0
+        return out
+    return _error_items(cls, version, request.body, int(code))
+
+
+def _error_items(cls: Any, version: int, source: Any, code: int) -> dict[str, Any]:
+    """``cls``'s fields at ``version`` for the request part ``source``: ``code`` as its
+    error, the fields naming the item copied from ``source`` (``_ITEM_KEYS``), its struct
+    arrays mirrored item by item."""
+    out: dict[str, Any] = {}
+    for name, how in _field_plan(cls, version).items():
+        if how is None:
+            continue
+        if name == "error_code":
+            out[name] = code
+            continue
+        if name == "throttle_time_ms":
+            out[name] = 0
+            continue
+        if name in _UNKNOWN_AS_MINUS_ONE:
+            out[name] = -1
+            continue
+        value = _source_field(source, name)
+        kind, sub = how
+        if kind == _STRUCT_ARRAY and isinstance(value, list):
+            out[name] = [_error_items(sub, version, item, code) for item in value]
+        elif kind == _PLAIN and name in _ITEM_KEYS and value is not None:
+            out[name] = value
+    return out
+
+
+def _source_field(source: Any, name: str) -> Any:
+    for candidate in (name, *_MIRRORED_AS.get(name, ())):
+        value = getattr(source, candidate, None)
+        if value is not None:
+            return value
+    return None

@@ -9,10 +9,12 @@ Kafka's ``KafkaApis.handle()`` does.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
-from spindle.broker.protocol.apis import SUPPORTED_APIS, ApiKey, Request
+from spindle.broker.common.errors import ErrorCode
+from spindle.broker.protocol.apis import SUPPORTED_APIS, ApiKey, Request, error_response_body
 
 from ..security.authorizer import RequestContext
 from . import (
@@ -30,6 +32,8 @@ from . import (
     topics,
 )
 from .base import ApiContext, Handler, Handlers
+
+log = logging.getLogger(__name__)
 
 FAMILIES: tuple[Handlers, ...] = (
     cluster.HANDLERS,
@@ -78,5 +82,25 @@ class KafkaApis:
         self._handlers = registry if registry is not None else build_registry()
 
     async def handle(self, ctx: RequestContext, request: Request) -> dict[str, Any] | None:
-        """The response body for ``request``, or None when no response is sent (acks=0)."""
-        return await self._handlers[request.spec.key](self.context, ctx, request)
+        """The response body for ``request``, or None when no response is sent (acks=0).
+
+        A handler's unexpected exception fails that request only, as Kafka's
+        ``KafkaApis.handleError``: it is logged once with its traceback and answered
+        UNKNOWN_SERVER_ERROR (:func:`error_response_body`), and the connection goes on. A
+        Produce with acks=0 cannot be answered, so the exception closes the connection
+        instead, as Kafka closes it (the client's next request fails and it reconnects)."""
+        try:
+            return await self._handlers[request.spec.key](self.context, ctx, request)
+        except Exception:
+            if request.spec.key is ApiKey.PRODUCE and request.body.acks == 0:
+                raise
+            header = request.header
+            log.exception(
+                "unexpected error serving %s v%d (correlation id %d) from %s: answered %s",
+                request.spec.key.name,
+                request.version,
+                header.correlation_id,
+                ctx.client_address,
+                ErrorCode.UNKNOWN_SERVER_ERROR.name,
+            )
+            return error_response_body(request, ErrorCode.UNKNOWN_SERVER_ERROR)
