@@ -169,8 +169,9 @@ def first_record_at_or_after(
     whose max timestamp qualifies, not at the batch's base offset: a consumer seeking by time
     into a batch of 30 records must not be sent back to its first. kafka-python's decoder
     decompresses the records and gives a log-append-time batch's records its max timestamp,
-    as Kafka's does."""
-    for record in DefaultRecordBatch(bytes(batch)):
+    as Kafka's does. The decoder copies ``batch`` into a bytearray of its own, so it is
+    handed the view as is (a ``bytes`` first was a second copy)."""
+    for record in DefaultRecordBatch(batch):
         if record.timestamp >= timestamp_ms and record.offset >= start_offset:
             return record.offset, record.timestamp
     return None
