@@ -113,6 +113,8 @@ class MetadataStore:
         self.controller: tuple[int, int] | None = None
         """The active controller's (node id, epoch), None while there is none."""
         self.cluster_id: str | None = None
+        self.controller_mode: str | None = None
+        """This prefix's recorded controller mode marker (:mod:`.modes`), None until claimed."""
         self._lock = asyncio.Lock()
         self.fence: CompareCreate | None = None
         """Set while this store writes for an elected controller (see module docstring)."""
@@ -138,6 +140,7 @@ class MetadataStore:
         self.security = {}
         self.session_leases = {}
         self.cluster_id = None
+        self.controller_mode = None
         for kv in kvs:
             self._apply(kv)
         self.revision = rev
@@ -151,6 +154,8 @@ class MetadataStore:
         rel = self._rel(kv.key)
         if rel == "cluster_id":
             self.cluster_id = kv.value.decode()
+        elif rel == "controller_mode":
+            self.controller_mode = kv.value.decode()
         elif rel.startswith("topics/"):
             topic = TopicState.from_json(kv.value)
             self.topics[topic.name] = topic
@@ -176,6 +181,8 @@ class MetadataStore:
         last = rel.rsplit("/", 1)[-1]
         if rel == "cluster_id":
             self.cluster_id = None
+        elif rel == "controller_mode":
+            self.controller_mode = None
         elif rel.startswith("topics/"):
             self.topics.pop(last, None)
         elif rel.startswith("brokers/"):
@@ -359,21 +366,23 @@ class MetadataStore:
     async def claim_controller_mode(self, mode: str, node_id: int) -> None:
         """Record this prefix's controller mode, or refuse a broker that does not fit it
         (:mod:`.modes`). Two brokers racing to record it: the loser's write is refused, the
-        store reloads, and the check runs again against the winner's marker."""
+        store reloads, and the check runs again against the winner's marker.
+
+        The marker is read from the loaded store (:meth:`load` first): a write made against a
+        stale copy is refused by its revision compare and reloads, so no read of its own."""
         key = self._key("controller_mode")
         want = mode_value(mode, node_id)
         async with self._lock:
             for _ in range(3):
-                current = await self._client.get(key)
-                recorded = current.value.decode() if current else None
+                recorded = self.controller_mode
                 why = refusal(mode, node_id, recorded, self.brokers, self._prefix)
                 if why is not None:
                     raise KafkaError(why, ErrorCode.INVALID_REQUEST)
                 if recorded == want:
                     return
-                self._revs[key] = current.mod_revision if current else 0
                 try:
                     await self._write(key, want.encode())
+                    self.controller_mode = want
                     return
                 except MetadataConflict:
                     continue
