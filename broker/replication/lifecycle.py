@@ -24,7 +24,7 @@ import contextlib
 import logging
 from collections.abc import Collection, Mapping
 
-from spindle.broker.common.errors import ErrorCode, KafkaError
+from spindle.broker.common.errors import ErrorCode, KafkaError, KafkaStorageError
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.common.kafka_uuid import LOST_DIR, to_kafka_str
 from spindle.broker.storage import Log, LogManager
@@ -184,11 +184,25 @@ class ReplicaLifecycle:
                 f"broker {self.node_id} does not lead {tp}", ErrorCode.NOT_LEADER_OR_FOLLOWER
             )
         found = self.logs.get_log(tp)
-        if found is None:
-            # Assigned here but not created yet. It may have lived in a directory that is now
-            # offline, so storage refuses (KAFKA_STORAGE_ERROR) while any directory is offline.
-            found = self.logs.get_or_create_log(tp, is_new=False)
-        return found
+        if found is not None:
+            return found
+        # Led here per the metadata but not hosted: only the metadata watch creates replicas
+        # (apply_metadata), so it has not applied this partition yet, or could not create it.
+        # Kafka's getPartitionOrError: an offline replica (or one that may sit on an offline
+        # directory) is KAFKA_STORAGE_ERROR, a partition not hosted yet NOT_LEADER_OR_FOLLOWER
+        # -- both retried by clients once the watch has caught up.
+        offline = self.logs.offline_dirs
+        if self.logs.is_partition_offline(tp):
+            raise KafkaStorageError(f"partition {tp} is offline: its log directory failed")
+        if offline:
+            raise KafkaStorageError(
+                f"no replica of {tp} here: log directories {', '.join(offline)} are offline "
+                "and may hold it"
+            )
+        raise KafkaError(
+            f"broker {self.node_id} leads {tp} but has not created its replica yet",
+            ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        )
 
     def leader_epoch_of(self, tp: TopicPartition) -> int:
         """This broker's current leader epoch of ``tp`` (from the metadata)."""
