@@ -10,6 +10,8 @@ It wires the parts, each owning one job, and offers their entry points:
   into the leader replicas with the idempotent-producer checks, and the acks=all wait.
 * :class:`~.reads.LeaderReads` -- :meth:`ReplicaManager.fetch_records`: a fetch's reads with
   the leader's replication throttles, the follower positions, and the long poll.
+* :mod:`~.offsets` -- :meth:`ReplicaManager.list_offsets` and
+  :meth:`ReplicaManager.delete_records`: ListOffsets' and DeleteRecords' work on the leaders.
 * :class:`~.purgatory.Purgatory` -- where those requests wait, woken by appends, high
   watermark moves and metadata changes.
 * :class:`~.roles.PartitionRoles` and :class:`~.fetcher.FetcherManager` -- leader state and
@@ -39,11 +41,18 @@ from .fetcher import FetcherManager
 from .leader_epochs import EpochEnd
 from .lifecycle import ReplicaLifecycle
 from .metadata import DirectoryAssigner, MetadataView
+from .offsets import delete_records, list_offsets
 from .producer_state import ProducerStateFollower, ProducerStateTable
 from .purgatory import Purgatory
 from .quota import FollowerPacer, ReplicationThrottles
 from .reads import LeaderReads
-from .requests import AppendEntry, FetchParams, RecordsView
+from .requests import (
+    AppendEntry,
+    DeleteRecordsPartition,
+    FetchParams,
+    ListOffsetsPartition,
+    RecordsView,
+)
 from .roles import IsrWriter, PartitionRoles
 
 
@@ -177,6 +186,17 @@ class ReplicaManager:
     def check_leader_epoch(self, tp: TopicPartition, current_leader_epoch: int) -> None:
         """Fence a request on another ``currentLeaderEpoch`` (FENCED / UNKNOWN_LEADER_EPOCH)."""
         self.lifecycle.check_leader_epoch(tp, current_leader_epoch)
+
+    # --- offsets (offsets) -----------------------------------------------------------------
+
+    def list_offsets(self, entries: Sequence[ListOffsetsPartition]) -> None:
+        """Serve one ListOffsets (:func:`.offsets.list_offsets`), each answer in its entry."""
+        list_offsets(self.lifecycle, entries)
+
+    def delete_records(self, entries: Sequence[DeleteRecordsPartition]) -> None:
+        """Serve one DeleteRecords (:func:`.offsets.delete_records`), each answer in its
+        entry."""
+        delete_records(self.lifecycle, entries)
 
     # --- appends (Appender) and reads (LeaderReads) outside the two request paths ----------
 

@@ -79,6 +79,34 @@ class FetchParams:
     file_range_min_bytes: int | None = None
 
 
+@dataclass(slots=True)
+class ListOffsetsPartition:
+    """One partition of a ListOffsets (Kafka's ``ListOffsetsPartition``), then its answer:
+    ``error`` (a Kafka code, 0 if found), the ``offset`` and its record's ``found_timestamp``
+    (-1 when none is that new, or for EARLIEST/LATEST), the current ``leader_epoch``."""
+
+    tp: TopicPartition
+    timestamp: int
+    """The query: a timestamp in ms, or an ``OffsetSpec`` (-2 earliest, -1 latest, -3 max)."""
+    current_leader_epoch: int = NO_EPOCH
+    error: int = 0
+    offset: int = -1
+    found_timestamp: int = -1
+    leader_epoch: int = -1
+
+
+@dataclass(slots=True)
+class DeleteRecordsPartition:
+    """One partition of a DeleteRecords: the new log start ``offset`` (-1 = the high
+    watermark), then its answer: ``error`` (0 if moved) and the ``low_watermark`` (the log
+    start offset after it; -1 on error)."""
+
+    tp: TopicPartition
+    offset: int
+    error: int = 0
+    low_watermark: int = -1
+
+
 def unexpected_error(exc: BaseException) -> tuple[int, str]:
     """UNKNOWN_SERVER_ERROR and a message for an error that is not a KafkaError (a bug),
     logged with its traceback; the other partitions of the request are still served."""

@@ -1,8 +1,8 @@
 """Data APIs: Produce, Fetch (long poll, zero-copy record sets), ListOffsets and DeleteRecords.
 
-Produce and Fetch only translate: the wire message becomes the replica manager's entries
-(:mod:`spindle.broker.replication.requests`), one ``append_records`` or ``fetch_records`` call
-serves it -- checks, appends, reads, throttles and waits all live there -- and the filled
+The handlers only translate: the wire message becomes the replica manager's entries
+(:mod:`spindle.broker.replication.requests`), one ``append_records``, ``fetch_records``,
+``list_offsets`` or ``delete_records`` call serves it -- checks, appends, reads, throttles and waits all live there -- and the filled
 entries become the answer. What stays here is what belongs to the wire: authorisation per
 topic, Kafka's default ``fetch.max.bytes``, and sending large record sets from the file
 (``sendfile``, :mod:`..zerocopy`).
@@ -14,22 +14,21 @@ per request. Moves and other long disk work run on the storage engine's own thre
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
-from spindle.broker.common.errors import ErrorCode, KafkaError
 from spindle.broker.common.ids import TopicPartition
 from spindle.broker.protocol.apis import ApiKey, Request
-from spindle.broker.protocol.constants import OffsetSpec
-from spindle.broker.replication.requests import AppendEntry, FetchParams, FetchPartition
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka.record.default_records import DefaultRecordBatch
+from spindle.broker.replication.requests import (
+    AppendEntry,
+    DeleteRecordsPartition,
+    FetchParams,
+    FetchPartition,
+    ListOffsetsPartition,
+)
 
 from ..security.authorizer import Operation, RequestContext, ResourceType
 from ..zerocopy import FileRegion
-from .base import ApiContext, Handlers, authorization_failed, errors_into, not_authorized
+from .base import ApiContext, Handlers, authorization_failed, not_authorized
 
 SENDFILE_MIN_BYTES = 65536
 """Record sets at least this large are sent from the segment file (see ``zerocopy``); smaller
@@ -180,98 +179,68 @@ def _fetch_refused(partition: int) -> dict[str, Any]:
     }
 
 
-def _list_offset(broker: ApiContext, tp: TopicPartition, p: Any, out: dict[str, Any]) -> None:
-    """Fill ``out`` with the offset ListOffsets answers for ``p``'s timestamp."""
-    broker.replicas.check_leader_epoch(tp, getattr(p, "current_leader_epoch", -1))  # v4+
-    partition_log = broker.replicas.hosted_log(tp)
-    leader_epoch = broker.topics[tp.topic].partitions[tp.partition].leader_epoch
-    if p.timestamp == OffsetSpec.EARLIEST_TIMESTAMP:
-        offset = partition_log.log_start_offset
-    elif p.timestamp == OffsetSpec.LATEST_TIMESTAMP:
-        offset = partition_log.high_watermark
-    elif p.timestamp == OffsetSpec.MAX_TIMESTAMP:
-        offset, out["timestamp"] = _max_timestamp(partition_log)
-    else:
-        found = partition_log.offset_for_timestamp(p.timestamp)
-        offset = -1  # Kafka's answer when no record is that new: offset -1, timestamp -1
-        if found is not None:
-            offset, out["timestamp"] = found  # the found record's timestamp, as Kafka answers
-    out.update(offset=offset, leader_epoch=leader_epoch)
-
-
-def _max_timestamp(partition_log: Any) -> tuple[int, int]:
-    """KIP-734: (offset, timestamp) of the record with the largest timestamp, the first such
-    record if several share it; (-1, -1) for an empty log. The time index names its batch;
-    the batch's records give the exact offset."""
-    found = partition_log.max_timestamp_batch()
-    if found is None:
-        return -1, -1
-    timestamp, last_offset = found
-    chunk = partition_log.read(max(last_offset, partition_log.log_start_offset), 1)
-    for offset, ts in _record_times(chunk.records):
-        if ts == timestamp:
-            return offset, timestamp
-    return last_offset, timestamp
-
-
-def _record_times(data: bytes) -> list[tuple[int, int]]:
-    """(offset, timestamp) of every record of the first batch in ``data``."""
-    if len(data) < 12:
-        return []
-    size = int.from_bytes(data[8:12], "big") + 12
-    batch = DefaultRecordBatch(data[:size])
-    return [(r.offset, r.timestamp) for r in batch]
-
-
-async def delete_records(broker: ApiContext, ctx: RequestContext, req: Request) -> dict[str, Any]:
-    """Move each partition's log start offset up (``-1`` = to the high watermark); segments
-    wholly below it are deleted. OFFSET_OUT_OF_RANGE beyond the high watermark."""
+async def list_offsets(broker: ApiContext, ctx: RequestContext, req: Request) -> dict[str, Any]:
+    """ListOffsets: the partitions of the topics the client may describe go to the replica
+    manager (:meth:`~spindle.broker.replication.replica_manager.ReplicaManager.list_offsets`);
+    the others are answered TOPIC_AUTHORIZATION_FAILED."""
     topics = []
     for t in req.body.topics:
-        allowed = broker.allowed(ctx, Operation.DELETE, ResourceType.TOPIC, t.name)
-        parts = []
-        for p in t.partitions:
-            out: dict[str, Any] = {
-                "partition_index": p.partition_index,
-                "low_watermark": -1,
-                "error_code": 0,
+        if not broker.allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, t.name):
+            refused = int(authorization_failed(ResourceType.TOPIC))
+            entries = [
+                ListOffsetsPartition(TopicPartition(t.name, p.partition_index), -1)
+                for p in t.partitions
+            ]
+            for e in entries:
+                e.error = refused
+        else:
+            entries = [
+                ListOffsetsPartition(
+                    TopicPartition(t.name, p.partition_index),
+                    p.timestamp,
+                    getattr(p, "current_leader_epoch", -1),  # v4+
+                )
+                for p in t.partitions
+            ]
+            broker.replicas.list_offsets(entries)
+        parts = [
+            {
+                "partition_index": e.tp.partition,
+                "error_code": e.error,
+                "timestamp": e.found_timestamp,
+                "offset": e.offset,
+                "leader_epoch": e.leader_epoch,
             }
-            with errors_into(out, message=False):
-                tp = TopicPartition(t.name, p.partition_index)
-                if not allowed:
-                    raise not_authorized(Operation.DELETE, ResourceType.TOPIC, str(tp))
-                partition_log = broker.replicas.hosted_log(tp)
-                target = partition_log.high_watermark if p.offset == -1 else p.offset
-                if target < 0:
-                    raise KafkaError(
-                        f"offset {p.offset} is not valid", ErrorCode.OFFSET_OUT_OF_RANGE
-                    )
-                partition_log.advance_log_start_offset(target)
-                out["low_watermark"] = partition_log.log_start_offset
-            parts.append(out)
+            for e in entries
+        ]
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-async def list_offsets(broker: ApiContext, ctx: RequestContext, req: Request) -> dict[str, Any]:
+async def delete_records(broker: ApiContext, ctx: RequestContext, req: Request) -> dict[str, Any]:
+    """DeleteRecords: the partitions of the topics the client may delete from go to the
+    replica manager (:meth:`~spindle.broker.replication.replica_manager.ReplicaManager.delete_records`:
+    each log start offset moves up, -1 = to the high watermark); the others are answered
+    TOPIC_AUTHORIZATION_FAILED."""
     topics = []
     for t in req.body.topics:
-        allowed = broker.allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, t.name)
-        parts = []
-        for p in t.partitions:
-            tp = TopicPartition(t.name, p.partition_index)
-            out = {
-                "partition_index": p.partition_index,
-                "error_code": 0,
-                "timestamp": -1,
-                "offset": -1,
-                "leader_epoch": -1,
+        entries = [
+            DeleteRecordsPartition(TopicPartition(t.name, p.partition_index), p.offset)
+            for p in t.partitions
+        ]
+        if broker.allowed(ctx, Operation.DELETE, ResourceType.TOPIC, t.name):
+            broker.replicas.delete_records(entries)
+        else:
+            for e in entries:
+                e.error = int(authorization_failed(ResourceType.TOPIC))
+        parts = [
+            {
+                "partition_index": e.tp.partition,
+                "low_watermark": e.low_watermark,
+                "error_code": e.error,
             }
-            with errors_into(out, message=False):
-                if not allowed:
-                    raise not_authorized(Operation.DESCRIBE, ResourceType.TOPIC, str(tp))
-                _list_offset(broker, tp, p, out)
-            parts.append(out)
+            for e in entries
+        ]
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
 
