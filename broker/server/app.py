@@ -44,10 +44,12 @@ from .config import BrokerSettings
 from .connection import KafkaConnection
 from .frame_pool import FramePool
 from .metrics import MetricsServer
+from .quotas import QUOTA_RECORDS
 from .security.acls import ACL_RECORDS, StandardAuthorizer, acls_from_records
 from .security.authenticator import authenticator_for
 from .security.authorizer import AllowAll, Authorizer
 from .security.listeners import check_served
+from .throttles import ClientQuotaManager
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +79,7 @@ class BrokerServer:
             if settings.acls_enabled
             else AllowAll()
         )
+        self.client_quotas = ClientQuotaManager(self.clock)
         self._listener = check_served(settings.served_listeners)  # config refused the rest
         self.etcd = EtcdClient([e.strip() for e in settings.etcd_endpoints.split(",") if e.strip()])
         self.store = MetadataStore(self.etcd, prefix=settings.etcd_prefix)
@@ -150,13 +153,15 @@ class BrokerServer:
         await self.store.load()
         cluster_id = await self.store.ensure_cluster_id(self.settings.cluster_id)
         await self.store.claim_controller_mode(self.settings.controller_mode, self.settings.node_id)
-        self._apply_acls()
+        self._apply_security()
         return cluster_id
 
-    def _apply_acls(self) -> None:
-        """The authorizer decides by the ACL records the metadata store holds now."""
+    def _apply_security(self) -> None:
+        """The authorizer decides by the ACL records the metadata store holds now, and the
+        client quotas are those it holds."""
         if isinstance(self.authorizer, StandardAuthorizer):
             self.authorizer.acls = acls_from_records(self.store.security.get(ACL_RECORDS, {}))
+        self.client_quotas.set_quotas(self.store.security.get(QUOTA_RECORDS, {}))
 
     async def _listen(self) -> Endpoint:
         """Bind the listener, so the port is known to register with, without accepting yet
@@ -235,6 +240,7 @@ class BrokerServer:
             clock=self.clock,
             static_configs=self.static_configs,
             groups=self.groups,
+            client_quotas=self.client_quotas,
         )
 
     async def _bring_up_replicas(self, context: ApiContext, logs: LogManager) -> None:
@@ -310,8 +316,8 @@ class BrokerServer:
         """The watch applied a change: create or delete local replicas as it says; a dynamic
         broker config changed through any broker (throttles, cordons) applies here too. Then
         the change counts as applied here: handlers waiting for a write of theirs answer."""
-        if delta.full or ACL_RECORDS in delta.security:
-            self._apply_acls()
+        if delta.full or delta.security:
+            self._apply_security()
         if self.replicas is None:
             return
         try:

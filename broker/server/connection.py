@@ -263,10 +263,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         try:
             while True:
                 payload = await self._next_item()
-                await self._answer(transport, ctx_base, payload)
+                throttle_ms = await self._answer(transport, ctx_base, payload)
                 if isinstance(payload, bytearray):
                     self._pool.give(payload)  # taken only if nothing kept a view of it
                 del payload
+                if throttle_ms > 0:
+                    await self._mute(transport, throttle_ms)
         except (FrameError, RequestRejected) as exc:
             log.warning("closing connection from %s: %s", self._address, exc)
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -280,18 +282,31 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if self._closed is not None:
                 await asyncio.shield(self._closed)
 
+    async def _mute(self, transport: asyncio.Transport, throttle_ms: int) -> None:
+        """A client over its quota was answered with ``throttle_ms``: read nothing from it for
+        that long (Kafka mutes the channel, KIP-219), so ignoring the throttle time gains it
+        nothing."""
+        transport.pause_reading()
+        try:
+            await asyncio.sleep(throttle_ms / 1000)
+        finally:
+            # flow control (``_reading_paused``) may want it paused still; it resumes then
+            if not self._reading_paused and not transport.is_closing():
+                transport.resume_reading()
+
     async def _answer(
         self, transport: asyncio.Transport, ctx_base: RequestContext, payload: bytes | bytearray
-    ) -> None:
-        """Decode, handle and answer one request. Its own coroutine so that, once it returns,
-        nothing of the request (views of the frame included) is left alive but ``payload``."""
+    ) -> int:
+        """Decode, handle and answer one request; the answer's throttle time (ms). Its own
+        coroutine so that, once it returns, nothing of the request (views of the frame
+        included) is left alive but ``payload``."""
         request = decode_request(payload)
         ctx = RequestContext(
             ctx_base.principal, request.header.client_id, self._address, self._listener
         )
         body = await self._apis.handle(ctx, request)
         if body is None:
-            return
+            return 0
         size, parts = encode_response_parts(request, body)
         try:
             await _send_response(transport, size, parts)
@@ -299,6 +314,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             close_regions(parts)
         if transport.get_write_buffer_size() > DRAIN_ABOVE_BYTES:
             await self._drain()
+        throttle = body.get("throttle_time_ms", 0)
+        return throttle if isinstance(throttle, int) else 0
 
 
 async def _send_response(transport: asyncio.Transport, size: int, parts: list[Piece]) -> None:

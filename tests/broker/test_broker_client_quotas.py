@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
+from kafka import KafkaConsumer, KafkaProducer
 
 from .conftest import CACHE_BIN, Broker
 
@@ -121,3 +123,68 @@ def test_an_unknown_quota_key_is_refused_and_nothing_is_stored(module_broker: Br
         module_broker, "--describe", "--entity-type", "clients", "--entity-name", "typo"
     ).stdout
     assert "producer_byte" not in out
+
+
+def _throttle_max(metrics: dict, group: str) -> float:  # type: ignore[type-arg]
+    """kafka-python's ``throttle-time-max`` of the client (-inf or 0 if never throttled)."""
+    value = metrics.get(group, {}).get("throttle-time-max")
+    assert value is not None, f"no throttle-time-max among {group}: {sorted(metrics)}"
+    return float(value)
+
+
+def test_a_client_over_its_quota_is_throttled_and_loses_nothing(module_broker: Broker) -> None:
+    """producer_byte_rate and consumer_byte_rate on client ids: their answers carry
+    throttle_time_ms (kafka-python's throttle-time-max), an unlimited client's
+    do not, and every record still arrives once."""
+    topic = f"quota-{uuid.uuid4().hex[:8]}"
+    for client, key in (
+        ("slow-producer", "producer_byte_rate"),
+        ("slow-consumer", "consumer_byte_rate"),
+    ):
+        _configs(
+            module_broker,
+            "--alter",
+            "--entity-type",
+            "clients",
+            "--entity-name",
+            client,
+            "--add-config",
+            f"{key}=20480",
+        )
+    payload = b"x" * 1024
+    slow = KafkaProducer(
+        bootstrap_servers=module_broker.bootstrap,
+        client_id="slow-producer",
+        linger_ms=5,
+        batch_size=16384,
+    )
+    fast = KafkaProducer(bootstrap_servers=module_broker.bootstrap, client_id="fast-producer")
+    try:
+        for i in range(300):
+            slow.send(topic, payload, key=str(i).encode())
+        slow.flush(timeout=120)
+        fast.send(topic, payload).get(timeout=30)
+        assert _throttle_max(slow.metrics(), "producer-metrics") > 0
+        assert _throttle_max(fast.metrics(), "producer-metrics") <= 0
+    finally:
+        slow.close()
+        fast.close()
+
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=module_broker.bootstrap,
+        client_id="slow-consumer",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=60_000,
+    )
+    try:
+        seen = 0
+        for _ in consumer:
+            seen += 1
+            if seen == 301:
+                break
+        assert seen == 301
+        assert _throttle_max(consumer.metrics(), "consumer-metrics") > 0
+    finally:
+        consumer.close()

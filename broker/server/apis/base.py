@@ -29,6 +29,7 @@ from spindle.broker.storage import LogManager
 
 from ..config import BrokerSettings
 from ..security.authorizer import CLUSTER_NAME, Authorizer, Operation, RequestContext, ResourceType
+from ..throttles import ClientQuotaManager
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,7 @@ class ApiContext:
     clock: Clock
     static_configs: Mapping[str, str]
     groups: GroupCoordinator
+    client_quotas: ClientQuotaManager
     producer_ids: ProducerIds = field(default_factory=ProducerIds)
 
     @property

@@ -112,6 +112,8 @@ async def alter_client_quotas(
             for r in results:
                 if not r["error_code"]:
                     r.update(error_code=code, error_message=msg)
+        # this broker enforces its own write at once (the others through the watch)
+        broker.client_quotas.set_quotas(broker.controller.store.security.get(QUOTA_RECORDS, {}))
     return {"throttle_time_ms": 0, "entries": results}
 
 

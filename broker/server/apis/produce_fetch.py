@@ -70,8 +70,12 @@ async def produce(broker: ApiContext, ctx: RequestContext, req: Request) -> dict
             topics.append((td, parts))
         else:
             topics.append((td, None))
+    throttle = 0
     if entries:
         await broker.replicas.append_records(entries, acks, max(body.timeout_ms, 0) / 1000)
+        if broker.client_quotas.active:
+            nbytes = sum(len(e.records) for e in entries if e.error == 0 and e.records)
+            throttle = broker.client_quotas.record_produce(ctx, nbytes)
     if acks == 0:
         return None
     responses = []
@@ -92,7 +96,7 @@ async def produce(broker: ApiContext, ctx: RequestContext, req: Request) -> dict
                 for e in appended
             ]
         responses.append({"name": td.name, "partition_responses": answers})
-    return {"responses": responses, "throttle_time_ms": 0}
+    return {"responses": responses, "throttle_time_ms": throttle}
 
 
 async def fetch(broker: ApiContext, ctx: RequestContext, req: Request) -> dict[str, Any]:
@@ -105,8 +109,13 @@ async def fetch(broker: ApiContext, ctx: RequestContext, req: Request) -> dict[s
     partitions: list[FetchPartition] = []
     refused = False
     allowed: list[bool] = []
+    replica_id = getattr(body, "replica_id", -1)
+    # a follower needs ClusterAction on the cluster for everything; a consumer Read per topic
+    follower_ok = replica_id >= 0 and broker.allowed_on_cluster(ctx, Operation.CLUSTER_ACTION)
     for t in body.topics:
-        ok = broker.allowed(ctx, Operation.READ, ResourceType.TOPIC, t.topic)
+        ok = follower_ok or (
+            replica_id < 0 and broker.allowed(ctx, Operation.READ, ResourceType.TOPIC, t.topic)
+        )
         allowed.append(ok)
         if not ok:
             refused = True
@@ -123,16 +132,28 @@ async def fetch(broker: ApiContext, ctx: RequestContext, req: Request) -> dict[s
                 )
             )
     has_limit = body.max_bytes is not None and body.max_bytes > 0
+    max_bytes = body.max_bytes if has_limit else DEFAULT_FETCH_MAX_BYTES
+    cap = (
+        broker.client_quotas.fetch_cap(ctx)
+        if replica_id < 0 and broker.client_quotas.active
+        else None
+    )
+    if cap is not None:
+        max_bytes = min(max_bytes, cap)
     params = FetchParams(
-        replica_id=getattr(body, "replica_id", -1),
+        replica_id=replica_id,
         # A refused partition is an error, and an error answers at once.
         max_wait_ms=0 if refused else body.max_wait_ms,
         min_bytes=max(body.min_bytes, 0),
-        max_bytes=body.max_bytes if has_limit else DEFAULT_FETCH_MAX_BYTES,
+        max_bytes=max_bytes,
         partitions=partitions,
         file_range_min_bytes=SENDFILE_MIN_BYTES,
     )
     await broker.replicas.fetch_records(params)
+    throttle = _fetch_throttle(broker, ctx, replica_id, partitions)
+    if throttle > 0:
+        # over its quota: answered empty, as Kafka does (the bytes were not counted)
+        return {"throttle_time_ms": throttle, "error_code": 0, "session_id": 0, "responses": []}
     responses = []
     read = iter(partitions)
     for t, ok in zip(body.topics, allowed, strict=True):
@@ -163,6 +184,22 @@ async def fetch(broker: ApiContext, ctx: RequestContext, req: Request) -> dict[s
         "session_id": 0,
         "responses": responses,
     }
+
+
+def _fetch_throttle(
+    broker: ApiContext, ctx: RequestContext, replica_id: int, partitions: list[FetchPartition]
+) -> int:
+    """A consumer's throttle time for the bytes read (followers have no client quota); the
+    file ranges of a throttled answer are closed here, as it sends none of them."""
+    if replica_id >= 0 or not broker.client_quotas.active:
+        return 0
+    nbytes = sum(fp.file.length if fp.file is not None else len(fp.records) for fp in partitions)
+    throttle = broker.client_quotas.record_fetch(ctx, nbytes)
+    if throttle > 0:
+        for fp in partitions:
+            if fp.file is not None:
+                fp.file.close()
+    return throttle
 
 
 def _fetch_refused(partition: int) -> dict[str, Any]:

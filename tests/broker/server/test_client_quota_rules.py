@@ -16,6 +16,8 @@ from spindle.broker.server.quotas import (
     resolve,
     throttle_ms,
 )
+from spindle.broker.server.security.authorizer import RequestContext
+from spindle.broker.server.throttles import ClientQuotaManager
 
 ALICE_APP = entity_of([("user", "alice"), ("client-id", "app")])
 ALICE = entity_of([("user", "alice")])
@@ -118,3 +120,41 @@ def test_a_client_waiting_its_throttle_time_is_back_at_its_quota() -> None:
         sent += 1000
         now += max(throttle_ms(rate, quota=1000.0, now_ms=now), 1)
     assert sent / (now / 1000) == pytest.approx(1000.0, rel=0.05)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def wall_ms(self) -> int:
+        return int(self.t * 1000)
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.t += seconds
+
+
+def _ctx(client_id: str, principal: str = "User:ANONYMOUS") -> RequestContext:
+    return RequestContext(principal, client_id, "127.0.0.1:5000", "PLAINTEXT")
+
+
+def test_a_fetch_is_capped_at_what_the_quota_allows_over_the_window_and_a_throttled_one_is_not_counted() -> (
+    None
+):
+    clock = _Clock()
+    manager = ClientQuotaManager(clock)
+    rid, value = quota_record(APP, {"consumer_byte_rate": 1000.0, "producer_byte_rate": 500.0})
+    manager.set_quotas({rid: value})
+    assert manager.fetch_cap(_ctx("app")) == 10_000  # 1,000 B/s over the 10 s minimum window
+    assert manager.fetch_cap(_ctx("other")) is None
+    assert manager.record_fetch(_ctx("app"), 10_000) == 0  # exactly the quota
+    throttled = manager.record_fetch(_ctx("app"), 5_000)
+    assert throttled == 5_000  # (15,000/10 s - 1,000) / 1,000 * 10 s
+    clock.t += 0.5
+    # the throttled 5,000 bytes were not counted: the rate is back under the quota
+    assert manager.record_fetch(_ctx("app"), 0) == 0
+    assert manager.record_produce(_ctx("app"), 10_000) == 10_000
+    manager.set_quotas({})
+    assert manager.record_produce(_ctx("app"), 10_000) == 0

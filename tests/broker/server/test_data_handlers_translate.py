@@ -9,6 +9,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from spindle.broker.common.clock import SystemClock
 from spindle.broker.common.errors import ErrorCode
 from spindle.broker.protocol.produce_request import (
     PartitionProduceData,
@@ -18,6 +19,7 @@ from spindle.broker.protocol.produce_request import (
 from spindle.broker.replication.requests import AppendEntry, FetchParams
 from spindle.broker.server.apis import produce_fetch
 from spindle.broker.server.apis.base import answer_when_applied
+from spindle.broker.server.throttles import ClientQuotaManager
 
 
 class Replicas:
@@ -38,7 +40,12 @@ class Replicas:
 
 
 def _broker(replicas: Replicas, allowed: set[str]) -> Any:
-    return SimpleNamespace(replicas=replicas, allowed=lambda _ctx, _op, _rt, name: name in allowed)
+    return SimpleNamespace(
+        replicas=replicas,
+        allowed=lambda _ctx, _op, _rt, name: name in allowed,
+        allowed_on_cluster=lambda _ctx, _op: False,
+        client_quotas=ClientQuotaManager(SystemClock()),  # no quotas set: never throttles
+    )
 
 
 async def test_produce_sends_the_allowed_topics_and_refuses_the_others_in_request_order() -> None:
