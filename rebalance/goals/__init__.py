@@ -16,10 +16,12 @@ destination, their rows in the exact model; and the registry of them all (``GOAL
 Adding a goal: its module here and its class in ``GOALS``, in priority order. The planners
 and the report loop over ``GOALS``: the greedy's steps run in its order (a goal with a step
 of its own also adds it to ``search.core.GOAL_STEPS``), the destination search asks every
-soft goal's ``accepts`` (``SoftGoal.vetoes``), the exact model takes every goal's rows
-(``exact.mip.build``), the summary lists every goal. Not yet: the count phases' proposer
-rounds, chains and exchanges check the four balance goals' bands inline (their hot paths),
-and ``analysis.achievable``'s reachability checks are written per goal there.
+soft goal's ``accepts`` (``SoftGoal.vetoes``), the count phases take their takers and
+givers from every goal's ``take_room``/``give_room`` and ask a goal their hot loops do not
+mirror (``search.state.MIRRORED``) through its ``accepts``, the exchanges trade over every
+``CountGoal``, the exact model takes every goal's rows (``exact.mip.build``), the summary
+lists every goal. Not yet: ``analysis.achievable``'s reachability checks are written per
+goal there.
 
 May import ``input`` only: the goals see the planners through ``protocol``, never their
 modules (the planners depend on the goals, not the reverse).

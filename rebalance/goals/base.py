@@ -33,6 +33,9 @@ UTIL_WEIGHT = 1e-3
 #: tie-breaker between the taker's directories.
 DIR_UTIL_WEIGHT = 1e-6
 
+#: Every broker, as ``SoftGoal.take_room``'s ``at``.
+ALL = slice(None)
+
 #: Why an offender is out of band when it sits on a broker with an Offline directory.
 BLOCKED = (
     "broker has an Offline directory: Kafka answers AlterReplicaLogDirs there with "
@@ -219,6 +222,21 @@ class SoftGoal(Goal):
         """Set this goal's band on the greedy's state, from the snapshot's figures there
         (once a plan, before any move; none by default: a band read live)."""
         del st
+
+    def take_room(self, st: State, *, leading: bool, at: Any = ALL) -> Any:
+        """Per broker (those ``at``: an index, or all): whether it may take one more replica (a leading one: ``leading``) in
+        a count move and keep this goal's band, whatever the replica's size; None: the goal
+        sets no such limit (a byte band's limit depends on the size: ``accepts``). The count
+        phases pick takers by these, over every goal (``PlannerState.takes_one``)."""
+        del st, leading, at
+        return None
+
+    def give_room(self, st: State, *, leading: bool, at: Any = ALL) -> Any:
+        """Per broker (those ``at``): whether it may lose one replica (a leading one: ``leading``) and keep
+        this goal's band's floor, whatever the replica's size; None: no such limit. The count
+        phases pick givers by these (``PlannerState.gives_one``)."""
+        del st, leading, at
+        return None
 
     @abstractmethod
     def accepts(self, st: State, mv: Move) -> Any:

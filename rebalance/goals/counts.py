@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 from spindle.rebalance.goals.bands import band_floor, count_band
 from spindle.rebalance.goals.base import (
+    ALL,
     DIR_UTIL_WEIGHT,
     UTIL_WEIGHT,
     Move,
@@ -76,6 +77,26 @@ class CountGoal(SoftGoal):
             st.l_lo, st.l_hi = self.band(st.mean_leaders)
         else:
             st.c_lo, st.c_hi = self.band(st.mean_reps)
+
+    def take_room(self, st: State, *, leading: bool, at: Any = ALL) -> Any:
+        """One more of the counted thing stays under the band's top (a follower is no
+        leader: the leader count sets no limit on it)."""
+        if self.leaders and not leading:
+            return None
+        count, _, hi = self.of(st)
+        return count[at] + 1 <= hi
+
+    def give_room(self, st: State, *, leading: bool, at: Any = ALL) -> Any:
+        """One fewer stays at or above the band's floor."""
+        if self.leaders and not leading:
+            return None
+        count, lo, _ = self.of(st)
+        return count[at] - 1 >= lo
+
+    def exchange_delta(self, replicas: np.ndarray, leaders: np.ndarray) -> np.ndarray:
+        """What an exchange moving ``replicas`` replicas of which ``leaders`` lead changes
+        this goal's count by (``exchange._count_table``)."""
+        return leaders if self.leaders else replicas
 
     def accepts(self, st: State, mv: Move) -> Any:
         """The taking broker may hold one more (for leaders: unless r is a follower)."""

@@ -93,10 +93,10 @@ def _count_round(pl: Placer, *, leaders: bool, phase: str, held: bool) -> CountR
     goal = pl.leader_goal if leaders else pl.replica_goal
     count, lo_c, hi_c = goal.of(pl)
     host = pl.host_b
-    may_take = host & pl.recv_broker() & (pl.b_reps + 1 <= pl.c_hi)
-    may_give = host & (pl.b_load - pl.b_lo > 0)
-    if leaders:
-        may_give &= pl.b_reps - 1 >= pl.c_lo
+    # Takers and givers by every goal's size-independent limits (``takes_one``,
+    # ``gives_one``: the count bands); the byte floor's slack as the proposer reads it.
+    may_take = host & pl.recv_broker() & pl.takes_one(leading=leaders)
+    may_give = host & (pl.b_load - pl.b_lo > 0) & pl.gives_one(leading=leaders)
     tier = host if held else host & ~pl.out_of_reach(goal.name)
     if phase == "excess":
         over = host & (count > hi_c)
@@ -146,7 +146,7 @@ def _count_round(pl: Placer, *, leaders: bool, phase: str, held: bool) -> CountR
         b_load=pl.b_load.astype(np.float64),
         b_hi=pl.b_hi.astype(np.float64),
         b_cap=pl._b_cap_safe.astype(np.float64),
-        lead_room=pl.b_leaders + 1 <= pl.l_hi,
+        lead_room=pl.takes_one(leading=True),
         max_room=pl._max_room(),
         a_load=pl.a_load.astype(np.float64),
         lo_factor=band_floor(db, 1.0) / np.maximum(pl.a_cap, 1.0),
@@ -205,6 +205,7 @@ class _Mirrors:
     def __init__(self, pl: Placer, *, leaders: bool, excess: bool) -> None:
         self.pl, self.leaders, self.excess = pl, leaders, excess
         goal = pl.leader_goal if leaders else pl.replica_goal
+        self.goal = goal
         self.count, self.lo_c, self.hi_c = goal.of(pl)
         self.denom = max(self.hi_c, 1)
         self.lo_k = band_floor(pl.g.disk_balance, 1.0)
@@ -235,6 +236,13 @@ class _Mirrors:
         if pl._dirs_of_l is None:
             pl._dirs_of_l = [d.tolist() for d in pl.dirs_of]
         self.dirs_of = pl._dirs_of_l
+        # Every goal's size-independent limits (``takes_one``, ``gives_one``), per broker,
+        # refreshed with the counts.
+        self.takes, self.takes_lead = (
+            pl.takes_one(leading=False).tolist(),
+            pl.takes_one(leading=True).tolist(),
+        )
+        self.gives = pl.gives_one(leading=leaders).tolist()
         n_b = len(self.cnt)
         self.open_, self.open_lead = [False] * n_b, [False] * n_b
         for b in range(n_b):
@@ -243,19 +251,19 @@ class _Mirrors:
     def _reopen(self, t: int) -> None:
         """Whether taker t passes ``taker``'s checks that do not depend on the replica's
         size (``open_``), and for a leading replica (``open_lead``)."""
-        pl = self.pl
-        self.open_[t] = (self.excess or self.cnt[t] < self.lo_c) and self.reps[t] + 1 <= pl.c_hi
-        self.open_lead[t] = self.open_[t] and self.leads[t] + 1 <= pl.l_hi
+        wants = self.excess or self.cnt[t] < self.lo_c
+        self.open_[t] = wants and self.takes[t]
+        self.open_lead[t] = wants and self.takes_lead[t]
 
     def may_give(self, g: int, d0: int, s: float) -> bool:
         """Whether a replica of ``s`` bytes on broker g, directory d0, may still leave: g
         out of band (or above the floor, for deficits), its replica count above the floor
         for a leader move, and the replica's leaving keeps g above its byte floor and d0
         above its disk floor."""
-        pl, cnt, load, a_load = self.pl, self.cnt, self.load, self.a_load
+        cnt, load, a_load = self.cnt, self.load, self.a_load
         if (cnt[g] <= self.hi_c) if self.excess else (cnt[g] - 1 < self.lo_c):
             return False
-        if self.leaders and self.reps[g] - 1 < pl.c_lo:
+        if not self.gives[g]:
             return False
         if s > load[g] - self.b_lo[g]:
             return False
@@ -269,20 +277,17 @@ class _Mirrors:
         the live score, with a directory that may take r (``_dest_count_move``'s scalar
         checks and choice, on the mirrors): (taker, directory), or (-1, -1)."""
         pl, cnt, load, cap, denom = self.pl, self.cnt, self.load, self.cap, self.denom
-        excess, lo_c, c_hi, l_hi = self.excess, self.lo_c, pl.c_hi, pl.l_hi
-        b_hi, reps, leads, a_load = self.b_hi, self.reps, self.leads, self.a_load
+        b_hi, a_load = self.b_hi, self.a_load
         dl, hard, total, recv, db = self.dl, self.hard, self.total, self.recv, self.db
         # The scalar checks first (they do not depend on the order), then the survivors by
         # the live score: the same first taker that passes, without sorting stale proposals.
-        takers = [
-            t
-            for t in takers
-            if (excess or cnt[t] < lo_c)
-            and load[t] + s <= b_hi[t]
-            and reps[t] + 1 <= c_hi
-            and not (is_lead and leads[t] + 1 > l_hi)
-        ]
+        # ``open_``: the worked goal still wants the taker and every goal's size-independent
+        # limit lets it take one more; then the byte band's top (``BrokerBytes.accepts``).
+        open_ = self.open_lead if is_lead else self.open_
+        takers = [t for t in takers if open_[t] and load[t] + s <= b_hi[t]]
         takers.sort(key=lambda t: (taker_score(cnt[t], denom, (load[t] + s) / cap[t]), t))
+        if pl.asked:
+            return self._asking(r, takers)
         for t in takers:
             t0 = time.perf_counter()
             pl._dest_n += 1
@@ -308,6 +313,15 @@ class _Mirrors:
                 return t, target
         return -1, -1
 
+    def _asking(self, r: int, takers: list[int]) -> tuple[int, int]:
+        """``taker``'s choice where some goal is not mirrored (``PlannerState.asked``): the
+        destination search that asks every goal, the same choice for the mirrored ones."""
+        for t in takers:
+            target = self.pl.dest_cross(r, strict=True, only_broker=t, goal=self.goal)
+            if target >= 0:
+                return t, target
+        return -1, -1
+
     def refresh(self, brokers: tuple[int, int], dirs: tuple[int, int]) -> None:
         pl = self.pl
         for b in brokers:
@@ -317,6 +331,9 @@ class _Mirrors:
                 int(pl.b_leaders[b]),
             )
             self.load[b], self.a_load[b] = float(pl.b_load[b]), float(pl.a_load[b])
+            self.takes[b] = pl.takes_one_at(b, leading=False)
+            self.takes_lead[b] = pl.takes_one_at(b, leading=True)
+            self.gives[b] = pl.gives_one_at(b, leading=self.leaders)
             self._reopen(b)
         for d in dirs:
             self.dl[d] = float(pl.dir_load[d])
@@ -448,11 +465,8 @@ def _count_reach(pl: Placer, goal: CountGoal, *, leaders: bool) -> np.ndarray:
     needs): a giver to any taker skips the replicas no such rack may take. Why: where rack
     awareness confines partitions and the giver's rack is full, its smallest replicas are
     all confined to it, and ``tries`` spent on them left it over the band."""
-    count, _, hi_c = goal.of(pl)
-    takers = (count + 1 <= hi_c) & (pl.b_reps + 1 <= pl.c_hi)
-    if leaders:
-        takers &= pl.b_leaders + 1 <= pl.l_hi
-    return pl.rack_room(takers)
+    del goal  # one of the count vetoes ``takes_one`` asks
+    return pl.rack_room(pl.takes_one(leading=leaders))
 
 
 def _give_small(
@@ -466,7 +480,7 @@ def _give_small(
     Same choices as checking one by one, a fraction of the interpreter time. To any taker,
     the replicas no rack with a taker may take are skipped without counting as tried
     (``_count_reach``), unless every rack has a taker with room for any replica b may give."""
-    if leaders and pl.b_reps[b] - 1 < pl.c_lo:
+    if not pl.gives_one_at(b, leading=leaders):
         return False
     reach = None
     if only_broker < 0:

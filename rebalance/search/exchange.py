@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from spindle.rebalance.goals import CountGoal
+from spindle.rebalance.goals.base import Move
 from spindle.rebalance.search.exchange_search import ExchangeSearch, Grid
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ def exchange_counts(pl: Planner) -> int:
     planning, and some broker whose band is within reach is still out of it."""
     if not (pl.s.balance_counts and pl.s.cross_ok) or pl.capped or pl.counts_in_band():
         return 0
-    if not any(_violation(pl, g)[0].any() for g in (pl.replica_goal, pl.leader_goal)):
+    if not any(_violation(pl, g)[0].any() for g in pl.count_goals):
         return 0
     return _Exchanger(pl).run()
 
@@ -179,8 +180,8 @@ class _Exchanger(ExchangeSearch):
     def run(self) -> int:
         pl = self.pl
         stuck: dict[tuple[CountGoal, int], set[int]] = {}
-        goals = (pl.replica_goal, pl.leader_goal)
-        budget = 8 * self.c.n_brokers + int(self._viol(goals[0]).sum() + self._viol(goals[1]).sum())
+        goals = pl.count_goals
+        budget = 8 * self.c.n_brokers + int(sum(self._viol(g).sum() for g in goals))
         while budget > 0 and not pl.capped:
             budget -= 1
             best: tuple[int, CountGoal | None, int] = (0, None, -1)
@@ -278,9 +279,7 @@ class _Exchanger(ExchangeSearch):
     def _held_flags(self, a: int, b: int) -> tuple[bool, ...]:
         """Whether a and b are held out of the replica and the leader band (``_violation``)."""
         pl = self.pl
-        return tuple(
-            bool(self._held[g.name][x]) for g in (pl.replica_goal, pl.leader_goal) for x in (a, b)
-        )
+        return tuple(bool(self._held[g.name][x]) for g in pl.count_goals for x in (a, b))
 
     def _held_partners(self, b: int, tried: set[int], goal: CountGoal, *, over: bool) -> list[int]:
         """The PARTNERS brokers nearest the band among those held out of it on the far side
@@ -318,9 +317,24 @@ class _Exchanger(ExchangeSearch):
             return False
         if len(moves) == 2 and not pl.budget_allows_two(moves[0][0], moves[1][0]):
             return False
+        if pl.asked and not all(self._asked_accept(r, d) for r, d in moves):
+            return False
         for r, d in moves:
             self._apply(r, d)
         return True
+
+    def _asked_accept(self, r: int, d: int) -> bool:
+        """Whether every goal the search does not mirror (``PlannerState.asked``) accepts
+        r's move to directory d, judged on the state before the exchange: the search keeps
+        the mirrored goals' bands for the exchange as a whole; another goal sees its moves
+        one by one."""
+        pl = self.pl
+        b, s = int(pl.dir_b[d]), float(pl.size_f[r])
+        cand = np.array([d])
+        mv = Move(
+            r=r, s=s, cand=cand, b=b, b_after=pl.b_load[b] + s, dir_after=pl.dir_load[cand] + s
+        )
+        return all(bool(np.all(g.accepts(pl, mv))) for g in pl.asked)
 
     # ------------------------------------------------------------------ search
 
@@ -337,17 +351,14 @@ class _Exchanger(ExchangeSearch):
         only leaders gains a leader only from a rack-mate, which is below that band too; and
         a rack held above the band may be the only place an offender's replicas can go."""
         pl = self.pl
-        held = [self._held[g.name] for g in (pl.replica_goal, pl.leader_goal)]
         key = (
             goal.name,
             int(pl.b_reps[a]),
             int(pl.b_leaders[a]),
             int(pl.b_reps[b]),
             int(pl.b_leaders[b]),
-            bool(held[0][a]),
-            bool(held[0][b]),
-            bool(held[1][a]),
-            bool(held[1][b]),
+            *self._held_flags(a, b),
+            *(int(g.of(pl)[0][x]) for g in pl.count_goals for x in (a, b)),
         )
         hit = self._tables.get(key)
         if hit is not None:
@@ -359,7 +370,8 @@ class _Exchanger(ExchangeSearch):
         fall: dict[str, np.ndarray] = {}
         ok_t = np.ones((6, 3), bool)
         ok_t[2] = False
-        for g, d_o, d_i in ((pl.replica_goal, n_o_t, n_i_t), (pl.leader_goal, l_o_t, l_i_t)):
+        for g in pl.count_goals:
+            d_o, d_i = g.exchange_delta(n_o_t, l_o_t), g.exchange_delta(n_i_t, l_i_t)
             cnt, lo, hi = g.of(pl)
             va, vb = self._cviol(cnt[a], hi, lo, a), self._cviol(cnt[b], hi, lo, b)
             wa = self._cviol(cnt[a] - d_o + d_i, hi, lo, a)

@@ -16,6 +16,7 @@ import numpy as np
 from spindle.rebalance.analysis.achievable import rack_keeps, unachievable
 from spindle.rebalance.goals import (
     BrokerBytes,
+    CountGoal,
     DiskBytes,
     LeaderCount,
     ReplicaCount,
@@ -27,6 +28,14 @@ from spindle.rebalance.input.model import ACTIVE, STATES, Cluster, Goals
 from spindle.rebalance.input.scope import Request, Scope
 from spindle.rebalance.search.prepare import Prepared
 from spindle.rebalance.search.propose import CountProposer, LocalProposer
+
+#: The goals whose size-dependent bands (a byte band's top and floor, a directory's band)
+#: the count phases' hot loops check on mirrored figures, written out for speed (``_dispose``'s
+#: ``_Mirrors``, the exchanges' search, the proposer's batch): about a microsecond a check
+#: where asking a goal costs ten. Their size-independent limits are asked of every goal
+#: (``takes_one``, ``gives_one``); any other goal that vetoes count moves is asked through its
+#: ``accepts`` (``asked``) before each such move, so a new goal needs no edit there.
+MIRRORED: frozenset[type[SoftGoal]] = frozenset({BrokerBytes, DiskBytes, ReplicaCount, LeaderCount})
 
 
 class PlannerState:
@@ -126,6 +135,11 @@ class PlannerState:
             goal.set_targets(self)
         self.byte_vetoes = tuple(g for g in self.soft if g.vetoes == "bytes")
         self.count_vetoes = self.soft
+        #: The count goals in priority order: the exchanges trade over each of them.
+        self.count_goals = tuple(g for g in self.soft if isinstance(g, CountGoal))
+        #: The count-move vetoes whose size-dependent bands the count phases' hot loops do
+        #: not mirror (``MIRRORED``): those loops ask each of them through ``accepts``.
+        self.asked = tuple(g for g in self.count_vetoes if type(g) not in MIRRORED)
 
     def _partition_rules(self) -> None:
         """Racks, rack limits and the brokers of each partition's replicas (now and in the
@@ -378,6 +392,43 @@ class PlannerState:
         if self._keep is None:
             self._keep = rack_keeps(self.c, self.s, self.g)
         return self._keep
+
+    def takes_one(self, *, leading: bool) -> np.ndarray:
+        """Per broker: whether it may take one more replica (a leading one: ``leading``) in a
+        count move and keep every count-move veto's size-independent band
+        (``SoftGoal.take_room``)."""
+        out = np.ones(self.c.n_brokers, bool)
+        for g in self.count_vetoes:
+            room = g.take_room(self, leading=leading)
+            if room is not None:
+                out &= room
+        return out
+
+    def gives_one(self, *, leading: bool) -> np.ndarray:
+        """Per broker: whether it may lose one replica (a leading one: ``leading``) and keep
+        every count-move veto's size-independent floor (``SoftGoal.give_room``)."""
+        out = np.ones(self.c.n_brokers, bool)
+        for g in self.count_vetoes:
+            room = g.give_room(self, leading=leading)
+            if room is not None:
+                out &= room
+        return out
+
+    def takes_one_at(self, b: int, *, leading: bool) -> bool:
+        """``takes_one`` for broker b alone (the count rounds' mirrors, after each move)."""
+        for g in self.count_vetoes:
+            room = g.take_room(self, leading=leading, at=b)
+            if room is not None and not room:
+                return False
+        return True
+
+    def gives_one_at(self, b: int, *, leading: bool) -> bool:
+        """``gives_one`` for broker b alone."""
+        for g in self.count_vetoes:
+            room = g.give_room(self, leading=leading, at=b)
+            if room is not None and not room:
+                return False
+        return True
 
     def recv_broker(self) -> np.ndarray:
         out = np.zeros(self.c.n_brokers, bool)

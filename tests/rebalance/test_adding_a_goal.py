@@ -14,10 +14,13 @@ The greedy's steps run in the registry's order too (``search.core.GOAL_STEPS``, 
 name): a goal with a greedy step of its own adds its entry there, a third file (the step is
 search code, which the goals may not import).
 
-Not read from the registry (measured here, so the tests claim no more): the count phases'
-proposer rounds, chains and exchanges check the four balance goals' bands inline on their
-hot paths, so a vetoing goal is not kept by those moves (this toy: 89 replicas onto the new
-broker without it, 91 with it, default settings, seed 0).
+The count phases ask it too: their proposer rounds, chains and exchanges take their takers
+and givers from every goal's size-independent limits (``SoftGoal.take_room``/``give_room``)
+and check the four balance goals' size-dependent bands on mirrored figures (``state.MIRRORED``,
+their hot paths); a goal outside those is asked through its ``accepts`` before each count
+move (``PlannerState.asked``). Measured here: the greedy's first pass sends 89 replicas onto
+the new broker without the toy, 13 with it -- all 13 by the capacity relief, a hard goal's
+move that no soft goal may veto (before the count phases asked it: 89 with it too).
 """
 
 from __future__ import annotations
@@ -32,9 +35,10 @@ from spindle.rebalance.goals import SoftGoal
 from spindle.rebalance.goals.base import Move, Placed
 from spindle.rebalance.goals.protocol import State
 from spindle.rebalance.input.model import Goals
-from spindle.rebalance.input.scope import Request, Scope
+from spindle.rebalance.input.scope import Request, Scope, build_scope
 from spindle.rebalance.pipeline import make_plan
-from spindle.rebalance.search import core
+from spindle.rebalance.search import core, count_phases
+from spindle.rebalance.search.prepare import prepare_local
 
 SHAPE = Shape(brokers=6, disks=2, replicas=600, racks=3, new_brokers=1, seed=0)
 
@@ -128,3 +132,30 @@ def test_a_registered_goals_own_step_runs_after_the_goals_before_it(
     assert ran[0] > 0  # in the first, after the byte phases had moved replicas
     laps = list(result.core_profile)
     assert laps.index("diskBytesS") < laps.index("toyS") < laps.index("countsS")
+
+
+def _greedy_arrivals(goals: Goals) -> tuple[int, int]:
+    """Replicas the greedy's first pass sends onto the last broker, and its proposer rounds."""
+    cluster, request = generate(SHAPE), Request(mode="full")
+    scope = build_scope(cluster, request)
+    pl = core.Planner(cluster, prepare_local(cluster, scope), scope, goals=goals, request=request)
+    out = pl.run()
+    last = cluster.n_brokers - 1
+    return int(((out.cur_broker == last) & (cluster.rep_broker != last)).sum()), pl._prop_rounds
+
+
+def test_a_goal_added_by_one_line_is_kept_by_the_count_phases_rounds_and_exchanges(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Proposer rounds on this small cluster too (they start at ROUND_MIN moves).
+    monkeypatch.setattr(count_phases, "ROUND_MIN", 1)
+    without, _ = _greedy_arrivals(Goals())
+    monkeypatch.setattr(goal_registry, "GOALS", (*goal_registry.GOALS, NoBalancingOnto))
+    with_goal, rounds = _greedy_arrivals(Goals())
+    assert rounds > 0
+    # What arrives with the goal is what the steps up to the capacity relief (a hard goal's
+    # moves, which no soft goal vetoes) send: no balancing step after them sends any.
+    laps = [st.lap for st in core.STEPS]
+    monkeypatch.setattr(core, "STEPS", core.STEPS[: laps.index("relieveCapacityS") + 1])
+    relieved, _ = _greedy_arrivals(Goals())
+    assert with_goal == relieved < without
