@@ -14,8 +14,9 @@ destination, their rows in the exact model; and the registry of them all (``GOAL
   ``scoring``       how a byte move's destination is ranked, from the goals' weights
 
 Adding a goal: its module here and its class in ``GOALS``, in priority order. The planners
-and the report loop over ``GOALS``: the greedy's steps run in its order (a goal with a step
-of its own also adds it to ``search.core.GOAL_STEPS``), the destination search asks every
+and the report loop over ``GOALS``: the greedy's steps run in its order, each goal naming its
+own by key (``Goal.steps``; the search holds them, ``search.core.STEP_KINDS``, where a goal
+with a new step registers it), the destination search asks every
 soft goal's ``accepts`` (``SoftGoal.vetoes``), the count phases take their takers and
 givers from every goal's ``take_room``/``give_room`` and ask a goal their hot loops do not
 mirror (``search.state.MIRRORED``) through its ``accepts``, the exchanges trade over every

@@ -186,6 +186,11 @@ class Goal(ABC):
     exact_rank: ClassVar[int] = 100
     #: What its offenders and out-of-reach entries are keyed by: ``"broker"`` or ``"dir"``.
     offends: ClassVar[str] = "broker"
+    #: The greedy's steps that work on this goal, by key (``search.core.STEP_KINDS``), run
+    #: in the goals' order: the goal names them, the search implements them (a goal never
+    #: imports the optimiser). None: its band is kept by the steps of the goals before it
+    #: and worked on by none of its own.
+    steps: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, settings: Goals) -> None:
         self.settings = settings

@@ -20,6 +20,7 @@ from spindle.rebalance.input.scope import Scope
 
 class BrokerBytes(SoftGoal):
     name = "brokerUtilisation"
+    steps = ("brokerBytesS",)
     exact_rank = 0
     #: A byte move's destination ranks by the taker's utilisation after the move.
     #: Refusing nothing (an evacuation must go somewhere), a taker pushed out of its band

@@ -13,6 +13,7 @@ from spindle.rebalance.input.scope import Scope
 class Capacity(Goal):
     name = "capacity"
     hard = True
+    steps = ("relieveCapacityS",)
     exact_unit = "dir"
 
     def in_scope(self, scope: Scope) -> bool:

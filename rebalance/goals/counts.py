@@ -141,10 +141,15 @@ class CountGoal(SoftGoal):
 class ReplicaCount(CountGoal):
     name = "replicas"
     leaders = False
+    #: One count step for both counts (leader moves can undo replica counts and the
+    #: reverse, so they alternate inside it), then the exchanges.
+    steps = ("countsS", "exchangeS")
     exact_rank = 1
 
 
 class LeaderCount(CountGoal):
     name = "leaders"
     leaders = True
+    #: None of its own: the replica count's steps work on it too.
+    steps = ()
     exact_rank = 2

@@ -15,6 +15,7 @@ from spindle.rebalance.input.scope import Scope
 
 class DiskBytes(SoftGoal):
     name = "diskUtilisationOverBrokerMean"
+    steps = ("diskBytesS",)
     exact_rank = 3
     offends = "dir"
     #: A byte move's destination directory's own fullness: a tie-breaker next to its

@@ -113,6 +113,7 @@ def _rack_share(cluster: Cluster, scope: Scope, goals: Goals) -> np.ndarray:
 class Rack(Goal):
     name = "rack"
     hard = True
+    steps = ("fixRacksS",)
     exact_unit = "partition"
 
     def in_scope(self, scope: Scope) -> bool:

@@ -124,37 +124,35 @@ def _open(pl: Planner) -> bool:
 #: The request's own step, before any goal's: the mode's evacuation (dirs to empty).
 FIRST: tuple[Step, ...] = (Step("evacuateS", (), lambda pl: True, evacuate),)
 
-#: Each goal's greedy steps, by the goal's name. They run in the goals' priority order
-#: (``goals.GOALS``): a goal's step runs once the goals before it have done what they can,
-#: and its moves may not undo them: hard goals (racks, capacity) are kept by every
-#: destination search, byte balance is kept by the count moves (strict destinations stay
-#: inside the byte and disk bands: ``SoftGoal.vetoes``), and counts only rank byte moves. A
-#: goal with none (the leader count: its band is worked on with the replica count's) adds
-#: nothing; a new goal with a step of its own adds its entry here.
-GOAL_STEPS: dict[str, tuple[Step, ...]] = {
-    Rack.name: (Step("fixRacksS", (Rack,), lambda pl: pl.s.fix_racks and _open(pl), fix_racks),),
-    Capacity.name: (
+#: The greedy's steps by key (``Step.lap``): each goal names the ones that work on it
+#: (``Goal.steps``), and they run in the goals' priority order (``goals.GOALS``): a goal's
+#: step runs once the goals before it have done what they can, and its moves may not undo
+#: them: hard goals (racks, capacity) are kept by every destination search, byte balance is
+#: kept by the count moves (strict destinations stay inside the byte and disk bands:
+#: ``SoftGoal.vetoes``), and counts only rank byte moves. Why the goal names and the search
+#: holds the step: a step is search code, and the goals may not import the optimiser. A goal
+#: whose band the steps here already work on names one of them (or none: the leader count,
+#: worked on with the replica count's); one with a step of its own registers it here (or,
+#: from a test or plugin, ``register_step``).
+STEP_KINDS: dict[str, Step] = {
+    step.lap: step
+    for step in (
+        Step("fixRacksS", (Rack,), lambda pl: pl.s.fix_racks and _open(pl), fix_racks),
         Step(
             "relieveCapacityS",
             (Capacity,),
             lambda pl: pl.s.balance_disks and _open(pl),
             relieve_capacity,
         ),
-    ),
-    BrokerBytes.name: (
         Step(
             "brokerBytesS",
             (BrokerBytes,),
             lambda pl: pl.s.balance_brokers and pl.s.cross_ok and _open(pl),
             balance_broker_bytes,
         ),
-    ),
-    DiskBytes.name: (
         Step(
             "diskBytesS", (DiskBytes,), lambda pl: pl.s.balance_disks and _open(pl), balance_disks
         ),
-    ),
-    ReplicaCount.name: (
         Step(
             "countsS",
             (ReplicaCount, LeaderCount),
@@ -169,14 +167,20 @@ GOAL_STEPS: dict[str, tuple[Step, ...]] = {
             lambda pl: True,
             lambda pl: exchange_counts(pl),
         ),
-    ),
+    )
 }
+
+
+def register_step(step: Step) -> None:
+    """Make ``step`` available to the goals that name it (``Goal.steps``) by its key."""
+    STEP_KINDS[step.lap] = step
+
 
 #: After every goal's steps: disk balance again, to even out what the count moves left
 #: inside brokers; then fewer bytes for the same bands, without changing any earlier step --
 #: replicas passed between two brokers both ways stay put, then moves between directories.
 LAST: tuple[Step, ...] = (
-    Step("diskBytesS", (DiskBytes,), lambda pl: pl.s.balance_disks and _open(pl), balance_disks),
+    STEP_KINDS["diskBytesS"],
     Step(
         "cancelS",
         (BrokerBytes, ReplicaCount, LeaderCount, DiskBytes),
@@ -188,9 +192,9 @@ LAST: tuple[Step, ...] = (
 
 
 def goal_order_steps() -> tuple[Step, ...]:
-    """The greedy's steps: ``FIRST``, each goal's (``GOAL_STEPS``) in ``goals.GOALS``'
-    order, then ``LAST``."""
-    own = (step for goal in goals_registry.GOALS for step in GOAL_STEPS.get(goal.name, ()))
+    """The greedy's steps: ``FIRST``, the steps each goal names (``Goal.steps``, looked up
+    in ``STEP_KINDS``) in ``goals.GOALS``' order, then ``LAST``."""
+    own = (STEP_KINDS[key] for goal in goals_registry.GOALS for key in goal.steps)
     return (*FIRST, *own, *LAST)
 
 

@@ -10,9 +10,10 @@ names), the exact model (``exact.mip.build``: each goal's ``exact_rows`` where i
 ``exact_unit`` says; none here), the summary's figures and goal status (``analysis.report``,
 ``passes``) and the reachability check's entries (``analysis.achievable``).
 
-The greedy's steps run in the registry's order too (``search.core.GOAL_STEPS``, by goal
-name): a goal with a greedy step of its own adds its entry there, a third file (the step is
-search code, which the goals may not import).
+The greedy's steps run in the registry's order too: each goal names its steps by key
+(``Goal.steps``; the search holds them, ``search.core.STEP_KINDS``, as the goals may not
+import the optimiser). A goal the existing steps work on names one of them or none, still two
+files; one with a step of its own also registers that step on the search side, a third.
 
 The count phases ask it too: their proposer rounds, chains and exchanges take their takers
 and givers from every goal's size-independent limits (``SoftGoal.take_room``/``give_room``)
@@ -119,13 +120,17 @@ def test_a_registered_goals_own_step_runs_after_the_goals_before_it(
 ) -> None:
     ran: list[int] = []
     step = core.Step("toyS", (), lambda pl: True, lambda pl: ran.append(pl.n_moves))
+
+    class WithAStep(NoBalancingOnto):
+        steps = ("toyS",)  # the goal names its step; the search side registers it
+
     registry = goal_registry.GOALS
     after_disks = registry.index(goal_registry.DiskBytes) + 1
     # The goal's one line, placed between the byte goals and the count goals; its step.
     monkeypatch.setattr(
-        goal_registry, "GOALS", (*registry[:after_disks], NoBalancingOnto, *registry[after_disks:])
+        goal_registry, "GOALS", (*registry[:after_disks], WithAStep, *registry[after_disks:])
     )
-    monkeypatch.setitem(core.GOAL_STEPS, NoBalancingOnto.name, (step,))
+    monkeypatch.setitem(core.STEP_KINDS, step.lap, step)
     monkeypatch.setattr(core, "STEPS", core.goal_order_steps())
     result = make_plan(generate(SHAPE), Request(mode="full"), goals=Goals(), exact_limit=0)
     assert ran  # once a greedy pass (the later passes over its result run it again)
