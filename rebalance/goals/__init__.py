@@ -4,6 +4,7 @@ destination, their rows in the exact model; and the registry of them all (``GOAL
 
   ``base``          the interface (``Goal``, ``SoftGoal``) and a placement's figures (``Placed``)
   ``protocol``      what goals read of the planners: the greedy's state, the exact model
+  ``reach``         which bands no plan reaches: the figures each goal's ``out_of_reach`` reads
   ``bands``         the balance band ``[(2 - f) * mean, f * mean]`` every soft goal uses
   ``capacity``      hard: no directory ends above the capacity threshold
   ``rack``          hard (unless ``rack_aware`` is off): a partition's replicas spread over racks
@@ -21,8 +22,9 @@ soft goal's ``accepts`` (``SoftGoal.vetoes``), the count phases take their taker
 givers from every goal's ``take_room``/``give_room`` and ask a goal their hot loops do not
 mirror (``search.state.MIRRORED``) through its ``accepts``, the exchanges trade over every
 ``CountGoal``, the exact model takes every goal's rows (``exact.mip.build``), the summary
-lists every goal. Not yet: ``analysis.achievable``'s reachability checks are written per
-goal there.
+lists every goal. Each goal says which of its brokers or directories no plan reaches (``SoftGoal.out_of_reach``,
+a hard goal's ``excuses`` for the others: ``reach``), so the greedy, the exact repair and the
+summary ask ``unachievable`` over ``GOALS``.
 
 May import ``input`` only: the goals see the planners through ``protocol``, never their
 modules (the planners depend on the goals, not the reverse).
@@ -35,13 +37,17 @@ goal that silently never matches.
 
 from __future__ import annotations
 
+from typing import Any
+
+from spindle.rebalance.goals import reach
 from spindle.rebalance.goals.base import Goal, SoftGoal
 from spindle.rebalance.goals.broker_bytes import BrokerBytes
 from spindle.rebalance.goals.capacity import Capacity
 from spindle.rebalance.goals.counts import CountGoal, LeaderCount, ReplicaCount
 from spindle.rebalance.goals.disk_bytes import DiskBytes
 from spindle.rebalance.goals.rack import Rack
-from spindle.rebalance.input.model import Goals
+from spindle.rebalance.input.model import Cluster, Goals
+from spindle.rebalance.input.scope import Scope
 
 #: Each broker's bytes over its capacity, within the band around the cluster mean.
 BROKER_BYTES = BrokerBytes.name
@@ -77,6 +83,13 @@ def hard_goals(settings: Goals) -> tuple[Goal, ...]:
     return tuple(g for g in all_goals(settings) if g.hard)
 
 
+def unachievable(cluster: Cluster, scope: Scope, settings: Goals) -> dict[str, dict[Any, str]]:
+    """Per soft goal, the brokers (or directories, for a goal on directories) whose band no
+    plan obeying the hard rules reaches, with why: each goal's own check, over ``GOALS``
+    (``reach.unachievable``)."""
+    return reach.unachievable(cluster, scope, settings, all_goals(settings))
+
+
 __all__ = [
     "BROKER_BYTES",
     "DISK_BYTES",
@@ -96,4 +109,5 @@ __all__ = [
     "all_goals",
     "hard_goals",
     "soft_goals",
+    "unachievable",
 ]

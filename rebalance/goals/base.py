@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +23,9 @@ from spindle.rebalance.goals.bands import band_floor
 from spindle.rebalance.goals.protocol import ExactModel, State
 from spindle.rebalance.input.model import OFFLINE, Cluster, Goals
 from spindle.rebalance.input.scope import Scope
+
+if TYPE_CHECKING:
+    from spindle.rebalance.goals.reach import Reach
 
 Value = TypeVar("Value", float, npt.NDArray[np.float64])
 
@@ -207,6 +210,11 @@ class Goal(ABC):
         """Add this goal's rows for broker ``b`` to the exact model (none by default)."""
         del model, b
 
+    def excuses(self, rc: Reach, out: dict[str, dict[Any, str]]) -> None:
+        """What this hard goal puts out of the soft goals' reach, added to their entries in
+        ``out`` (by goal name) after their own (``SoftGoal.out_of_reach``); none by default."""
+        del rc, out
+
 
 class SoftGoal(Goal):
     """A balance goal: a figure per broker (or directory) within a band around its mean.
@@ -222,6 +230,12 @@ class SoftGoal(Goal):
     @abstractmethod
     def figures(self, placed: Placed) -> dict[str, Any]:
         """The summary's balance figures of this goal for a placement."""
+
+    def out_of_reach(self, rc: Reach, out: dict[Any, str]) -> None:
+        """The brokers (or directories) whose band no plan obeying the hard rules reaches,
+        with why, added to ``out`` (``reach.unachievable``; none by default: every band is
+        taken as reachable, which errs towards calling a miss a planner shortfall)."""
+        del rc, out
 
     def set_targets(self, st: State) -> None:
         """Set this goal's band on the greedy's state, from the snapshot's figures there

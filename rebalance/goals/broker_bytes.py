@@ -6,7 +6,7 @@ fixes a rack's bytes out of that band, around the mean its rack can reach
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -16,6 +16,9 @@ from spindle.rebalance.goals.protocol import ExactModel, State
 from spindle.rebalance.goals.rack import rack_share
 from spindle.rebalance.input.model import Cluster, Goals
 from spindle.rebalance.input.scope import Scope
+
+if TYPE_CHECKING:
+    from spindle.rebalance.goals.reach import Reach
 
 
 class BrokerBytes(SoftGoal):
@@ -46,6 +49,10 @@ class BrokerBytes(SoftGoal):
         """The band around the mean utilisation each broker's rack can reach."""
         centre = st.mean_util * rack_share(st.c, st.s, self.settings)
         st.b_lo, st.b_hi = self.band(centre, st.b_cap, st.b_hard)
+
+    def out_of_reach(self, rc: Reach, out: dict[Any, str]) -> None:
+        """Brokers that may not receive, below the band's floor: they can only lose."""
+        rc.closed_bytes(out)
 
     def accepts(self, st: State, mv: Move) -> Any:
         """The taking broker stays under its band's top."""

@@ -8,7 +8,7 @@ the proposer rounds read a count goal's ``of(state)`` instead of choosing arrays
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from spindle.rebalance.goals.bands import band_floor, count_band
@@ -25,6 +25,9 @@ from spindle.rebalance.goals.base import (
 )
 from spindle.rebalance.goals.protocol import ExactModel, State
 from spindle.rebalance.input.scope import Scope
+
+if TYPE_CHECKING:
+    from spindle.rebalance.goals.reach import Reach
 
 
 def taker_score(count: Value, denom: int, util: Value) -> Value:
@@ -92,6 +95,14 @@ class CountGoal(SoftGoal):
             return None
         count, lo, _ = self.of(st)
         return count[at] - 1 >= lo
+
+    def out_of_reach(self, rc: Reach, out: dict[Any, str]) -> None:
+        """Brokers that may not receive, below the band's floor: they can only lose. Not
+        for leaders when leadership moves without bytes (a closed broker still gains
+        leaders then)."""
+        if self.leaders and self.settings.leader_reorder:
+            return
+        rc.closed_counts(self, out)
 
     def exchange_delta(self, replicas: np.ndarray, leaders: np.ndarray) -> np.ndarray:
         """What an exchange moving ``replicas`` replicas of which ``leaders`` lead changes

@@ -3,7 +3,7 @@ utilisation over Active directories (Cruise Control's IntraBrokerDiskUsageDistri
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from spindle.rebalance.goals.bands import band_floor
@@ -11,6 +11,9 @@ from spindle.rebalance.goals.base import BLOCKED, GENERIC, Move, Placed, SoftGoa
 from spindle.rebalance.goals.protocol import ExactModel, State
 from spindle.rebalance.input.model import ACTIVE
 from spindle.rebalance.input.scope import Scope
+
+if TYPE_CHECKING:
+    from spindle.rebalance.goals.reach import Reach
 
 
 class DiskBytes(SoftGoal):
@@ -26,6 +29,11 @@ class DiskBytes(SoftGoal):
 
     def in_scope(self, scope: Scope) -> bool:
         return scope.balance_disks
+
+    def out_of_reach(self, rc: Reach, out: dict[Any, str]) -> None:
+        """Directories of brokers that move nothing between their disks, which no shedding
+        brings into the band (``reach.Reach.blocked_disks``)."""
+        rc.disks_out_of_reach(out)
 
     def top(self, st: State, d: np.ndarray, add: float, b: Any = None) -> np.ndarray:
         """The band's top of directories ``d`` (capped by the capacity threshold) if ``add``

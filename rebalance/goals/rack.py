@@ -5,11 +5,16 @@ crowd a partition they touch that was not crowded before."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 from spindle.rebalance.goals.base import Goal, Placed
 from spindle.rebalance.goals.protocol import ExactModel
 from spindle.rebalance.input.model import I64, Cluster, Goals
 from spindle.rebalance.input.scope import Scope
+
+if TYPE_CHECKING:
+    from spindle.rebalance.goals.reach import Reach
 
 
 def hosting_racks(cluster: Cluster, scope: Scope) -> int:
@@ -142,6 +147,10 @@ class Rack(Goal):
             "sharing a rack although racks allow otherwise"
             for p in found[:limit].tolist()
         ]
+
+    def excuses(self, rc: Reach, out: dict[str, dict[Any, str]]) -> None:
+        """Racks whose brokers the rule holds out of their byte or replica bands."""
+        rc.rack_excuses(out)
 
     def exact_rows(self, model: ExactModel, p: int) -> None:
         """Partition ``p``: at most its rack limit on each rack, less the replicas that stay

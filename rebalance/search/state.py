@@ -380,9 +380,10 @@ class PlannerState:
         if self._reach is None:
             found = unachievable(self.c, self.s, self.g)
             self._reach = {}
-            for name in (self.replica_goal.name, self.leader_goal.name, BrokerBytes.name):
-                self._reach[name] = np.zeros(self.c.n_brokers, bool)
-                self._reach[name][list(found[name])] = True
+            for g in self.soft:
+                if g.offends == "broker":
+                    self._reach[g.name] = np.zeros(self.c.n_brokers, bool)
+                    self._reach[g.name][list(found[g.name])] = True
         return self._reach[goal]
 
     def rack_keep(self) -> np.ndarray:

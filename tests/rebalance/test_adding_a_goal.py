@@ -8,7 +8,8 @@ Counted by doing it: a goal like this one touches 2 files, its module and the on
 (``search.placement``: every soft goal's ``accepts`` vetoes the strict moves its ``vetoes``
 names), the exact model (``exact.mip.build``: each goal's ``exact_rows`` where its
 ``exact_unit`` says; none here), the summary's figures and goal status (``analysis.report``,
-``passes``) and the reachability check's entries (``analysis.achievable``).
+``passes``) and the reachability check's entries (``goals.unachievable``: each goal's
+``out_of_reach``; none here, so its band counts as reachable).
 
 The greedy's steps run in the registry's order too: each goal names its steps by key
 (``Goal.steps``; the search holds them, ``search.core.STEP_KINDS``, as the goals may not
