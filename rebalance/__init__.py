@@ -19,7 +19,8 @@ The pipeline, one subpackage per stage (``pipeline.make_plan`` runs them in orde
                 repair over the brokers the greedy left out of band (``repair``)
   ``analysis``  judging a placement from the snapshot alone, sharing nothing with the
                 optimiser: ``report`` (reassignment JSON, figures, hard-rule check),
-                ``bound_lp`` (lower bounds), ``achievable`` (which bands are out of reach)
+                ``bound_lp`` (lower bounds), ``achievable`` (the goal status: a shortfall or a
+                limit, from the goals' reachability checks, ``goals.reach``)
   ``pipeline``  ``make_plan``: the stages in order; ``passes``: the later greedy passes and
                 the exact repair; ``highs``: the HiGHS row buffer ``exact`` and ``bound_lp``
                 share
@@ -27,8 +28,9 @@ The pipeline, one subpackage per stage (``pipeline.make_plan`` runs them in orde
   ``generator`` synthetic skewed clusters (shape families) for tests and the benchmarks
 
 What may import what (import-linter keeps it): ``input`` imports nothing of the planner;
-``goals`` only ``input``; ``analysis`` only those two (and ``highs``); ``search`` and
-``exact`` also ``analysis``, not each other; ``spark`` also ``search``; ``pipeline`` and
+``goals`` only ``input``; ``search`` and ``exact`` only those two, not each other;
+``analysis`` above them, yet only ``goals``, ``input`` (and ``highs``): a judge that shared
+the optimisers' code would share their mistakes; ``spark`` also ``search``; ``pipeline`` and
 ``passes`` everything; nothing outside the planner imports its insides: the operator goes
 through this package's names and ``api``.
 

@@ -2,6 +2,6 @@
 the model, the solve, the result), and the repair that re-plans only the neighbourhood of the
 brokers the greedy left out of band (``repair``).
 
-May import ``input``, ``goals`` and ``analysis``; never ``search`` (the two planners share
-nothing but the goals) or ``spark``. Pure: no I/O, no pyspark.
+May import ``input`` and ``goals``; never ``search`` (the two planners share nothing but the
+goals), ``analysis`` (which judges them, above) or ``spark``. Pure: no I/O, no pyspark.
 """

@@ -13,7 +13,7 @@ restricted to a neighbourhood of the greedy's placement (``exact.Near``): replic
 planned onto, the out-of-band brokers may end anywhere the mode allows (their snapshot place
 included, which cancels a move); every other replica keeps its planned place or moves onto
 those brokers. Every band a plan can reach is a hard row, so bands the greedy met stay met;
-bands out of reach (``achievable.unachievable``) are left out, and so are the leader bands
+bands out of reach (``goals.unachievable``) are left out, and so are the leader bands
 when leadership moves by preferred-leader changes (the greedy pass the pipeline runs over the
 result balances them without moving bytes). The objective is the bytes moved against the
 snapshot. When the out-of-band brokers alone admit no solution, their rack-mates that may
@@ -32,9 +32,8 @@ import time
 from typing import Any
 
 import numpy as np
-from spindle.rebalance.analysis.achievable import unachievable
 from spindle.rebalance.exact.mip import ExactResult, Model, Near, build, mip_solver, read_result
-from spindle.rebalance.goals import DISK_BYTES, CountGoal, Goal
+from spindle.rebalance.goals import DISK_BYTES, CountGoal, Goal, unachievable
 from spindle.rebalance.input.model import Cluster, Goals
 from spindle.rebalance.input.scope import Scope
 

@@ -18,6 +18,7 @@ the steps that run in the goals' order.
   ``cancel``        last: a replica moved one way and one moved back both stay put
   ``simplify``      then: two moves between one broker's directories replaced by one
 
-May import ``input``, ``goals`` and ``analysis`` (the reachability check the count phases
-consult); never ``exact``, ``spark`` or the pipeline. Pure: no I/O, no pyspark.
+May import ``input`` and ``goals`` (the reachability check the count phases consult is the
+goals', ``goals.unachievable``); never ``exact``, ``analysis``, ``spark`` or the pipeline.
+Pure: no I/O, no pyspark.
 """

@@ -13,7 +13,6 @@ a leading underscore are the greedy's own caches. Not thread-safe; one instance 
 from __future__ import annotations
 
 import numpy as np
-from spindle.rebalance.analysis.achievable import rack_keeps, unachievable
 from spindle.rebalance.goals import (
     BrokerBytes,
     CountGoal,
@@ -22,8 +21,10 @@ from spindle.rebalance.goals import (
     ReplicaCount,
     SoftGoal,
     soft_goals,
+    unachievable,
 )
 from spindle.rebalance.goals.rack import hosting_racks, rack_limits
+from spindle.rebalance.goals.reach import rack_keeps
 from spindle.rebalance.input.model import ACTIVE, STATES, Cluster, Goals
 from spindle.rebalance.input.scope import Request, Scope
 from spindle.rebalance.search.prepare import Prepared
@@ -375,7 +376,7 @@ class PlannerState:
 
     def out_of_reach(self, goal: str) -> np.ndarray:
         """Per broker: whether no plan obeying the hard rules brings it into the band of
-        ``goal`` (a broker goal: bytes or counts), from ``achievable.unachievable``, which
+        ``goal`` (a broker goal: bytes or counts), from ``goals.unachievable``, which
         reads only the snapshot, so it is computed once a plan."""
         if self._reach is None:
             found = unachievable(self.c, self.s, self.g)
@@ -388,7 +389,7 @@ class PlannerState:
 
     def rack_keep(self) -> np.ndarray:
         """Per broker that may not receive: the bytes it keeps at least so that its rack's
-        other brokers can stay in their byte bands (``achievable.rack_keeps``; from the
+        other brokers can stay in their byte bands (``goals.reach.rack_keeps``; from the
         snapshot, so computed once a plan)."""
         if self._keep is None:
             self._keep = rack_keeps(self.c, self.s, self.g)
