@@ -206,7 +206,7 @@ class Planner(Placer):
     """The greedy over one cluster: the steps in order, then the result. Not thread-safe;
     one instance per plan.
 
-    Why one object of ~45 methods (``PlannerState``'s 26 bookkeeping methods, ``Placer``'s
+    Why one object of ~47 methods (``PlannerState``'s 28 bookkeeping methods, ``Placer``'s
     17 of destination search and source picking, these 2): every step reads and changes the
     same loads, counts, bands, partition members and the caches keyed by them (``touched``
     versions, ``rack_open``, the small-replica pointers), and a move must update all of them

@@ -331,9 +331,9 @@ class _Mirrors:
                 int(pl.b_leaders[b]),
             )
             self.load[b], self.a_load[b] = float(pl.b_load[b]), float(pl.a_load[b])
-            self.takes[b] = pl.takes_one_at(b, leading=False)
-            self.takes_lead[b] = pl.takes_one_at(b, leading=True)
-            self.gives[b] = pl.gives_one_at(b, leading=self.leaders)
+            self.takes[b] = pl.takes_one(leading=False, b=b)
+            self.takes_lead[b] = pl.takes_one(leading=True, b=b)
+            self.gives[b] = pl.gives_one(leading=self.leaders, b=b)
             self._reopen(b)
         for d in dirs:
             self.dl[d] = float(pl.dir_load[d])
@@ -480,7 +480,7 @@ def _give_small(
     Same choices as checking one by one, a fraction of the interpreter time. To any taker,
     the replicas no rack with a taker may take are skipped without counting as tried
     (``_count_reach``), unless every rack has a taker with room for any replica b may give."""
-    if not pl.gives_one_at(b, leading=leaders):
+    if not pl.gives_one(leading=leaders, b=b):
         return False
     reach = None
     if only_broker < 0:

@@ -12,6 +12,9 @@ a leading underscore are the greedy's own caches. Not thread-safe; one instance 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import numpy as np
 from spindle.rebalance.goals import (
     BrokerBytes,
@@ -23,6 +26,7 @@ from spindle.rebalance.goals import (
     soft_goals,
     unachievable,
 )
+from spindle.rebalance.goals.base import ALL
 from spindle.rebalance.goals.rack import hosting_racks, rack_limits
 from spindle.rebalance.goals.reach import rack_keeps
 from spindle.rebalance.input.model import ACTIVE, STATES, Cluster, Goals
@@ -40,7 +44,18 @@ MIRRORED: frozenset[type[SoftGoal]] = frozenset({BrokerBytes, DiskBytes, Replica
 
 
 class PlannerState:
-    """Mutable planning state over one cluster. Not thread-safe; one instance per plan."""
+    """Mutable planning state over one cluster. Not thread-safe; one instance per plan.
+
+    Why one class of 28 methods: they are the state's own jobs over one set of arrays --
+    building it (``__init__`` and four set-up steps), changing it (``apply``, ``retarget``,
+    the two undos, under the two budget checks), the partition rules every move must keep
+    (``_cross_mask``, ``_may_join``, ``_may_join_many``, ``rack_open``, ``touched``), the
+    goals' answers over it (``takes_one``, ``gives_one``, ``counts_in_band``,
+    ``out_of_reach``, ``rack_keep``, ``recv_broker``, ``_max_room``), the small-replica
+    pointers (``_smallest_left``, ``_first_small``) and the words of an unmet goal
+    (``_name``, ``_state``, ``_why_nowhere``). Each reads or keeps consistent the same loads,
+    counts and caches ``apply`` changes; split apart, every move would have to update several
+    objects' copies by hand."""
 
     #: The soft goals' bands, each set by its goal (``SoftGoal.set_targets``): bytes per
     #: broker, and whole replica and leader counts.
@@ -395,42 +410,21 @@ class PlannerState:
             self._keep = rack_keeps(self.c, self.s, self.g)
         return self._keep
 
-    def takes_one(self, *, leading: bool) -> np.ndarray:
-        """Per broker: whether it may take one more replica (a leading one: ``leading``) in a
-        count move and keep every count-move veto's size-independent band
-        (``SoftGoal.take_room``)."""
-        out = np.ones(self.c.n_brokers, bool)
-        for g in self.count_vetoes:
-            room = g.take_room(self, leading=leading)
-            if room is not None:
-                out &= room
-        return out
+    def takes_one(self, *, leading: bool, b: int | None = None) -> Any:
+        """Per broker (or broker ``b`` alone, a bool): whether it may take one more replica
+        (a leading one: ``leading``) in a count move and keep every count-move veto's
+        size-independent band (``SoftGoal.take_room``)."""
+        at = ALL if b is None else b
+        rooms = (g.take_room(self, leading=leading, at=at) for g in self.count_vetoes)
+        return _every(rooms, self.c.n_brokers, b)
 
-    def gives_one(self, *, leading: bool) -> np.ndarray:
-        """Per broker: whether it may lose one replica (a leading one: ``leading``) and keep
-        every count-move veto's size-independent floor (``SoftGoal.give_room``)."""
-        out = np.ones(self.c.n_brokers, bool)
-        for g in self.count_vetoes:
-            room = g.give_room(self, leading=leading)
-            if room is not None:
-                out &= room
-        return out
-
-    def takes_one_at(self, b: int, *, leading: bool) -> bool:
-        """``takes_one`` for broker b alone (the count rounds' mirrors, after each move)."""
-        for g in self.count_vetoes:
-            room = g.take_room(self, leading=leading, at=b)
-            if room is not None and not room:
-                return False
-        return True
-
-    def gives_one_at(self, b: int, *, leading: bool) -> bool:
-        """``gives_one`` for broker b alone."""
-        for g in self.count_vetoes:
-            room = g.give_room(self, leading=leading, at=b)
-            if room is not None and not room:
-                return False
-        return True
+    def gives_one(self, *, leading: bool, b: int | None = None) -> Any:
+        """Per broker (or broker ``b`` alone): whether it may lose one replica (a leading one:
+        ``leading``) and keep every count-move veto's size-independent floor
+        (``SoftGoal.give_room``)."""
+        at = ALL if b is None else b
+        rooms = (g.give_room(self, leading=leading, at=at) for g in self.count_vetoes)
+        return _every(rooms, self.c.n_brokers, b)
 
     def recv_broker(self) -> np.ndarray:
         out = np.zeros(self.c.n_brokers, bool)
@@ -521,3 +515,15 @@ class PlannerState:
         return (
             "the brokers with room are on racks that already hold this partition (rack awareness)"
         )
+
+
+def _every(rooms: Iterator[Any], n_brokers: int, b: int | None) -> Any:
+    """Whether every goal's answer (None: no limit) allows it: per broker, or for broker
+    ``b`` alone (stopping at the first that refuses)."""
+    if b is not None:
+        return all(room is None or bool(room) for room in rooms)
+    out = np.ones(n_brokers, bool)
+    for room in rooms:
+        if room is not None:
+            out &= room
+    return out
