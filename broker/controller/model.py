@@ -67,6 +67,21 @@ class BrokerRegistration:
     """Directory id -> its ``log.dirs`` path. Spindle's addition to KIP-858's registration,
     which carries ids only: no Kafka API pairs a directory's id with its path (DescribeLogDirs
     has paths, no ids), and the operator names each LogVolume's ``directoryId`` from here."""
+    listeners: dict[str, str] = field(default_factory=dict)
+    """Listener name -> its advertised ``host:port``, every listener's (Kafka registers each
+    advertised endpoint): Metadata tells a client the addresses of the listener it came in on.
+    ``host``/``port`` are the inter-broker listener's, where followers connect."""
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """Where this broker is reached on ``listener``; None if it has no such listener. A
+        registration without listeners (a broker from before them) has one, everywhere."""
+        if not self.listeners:
+            return self.host, self.port
+        where = self.listeners.get(listener)
+        if where is None:
+            return None
+        host, _, port = where.rpartition(":")
+        return host, int(port)
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()

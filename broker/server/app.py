@@ -4,7 +4,7 @@ Start-up order: metadata first (the cluster id must be known before log director
 checked against it), then storage (``LogManager.open``: meta.properties, recovery), then this
 broker's registration with its directory ids, then local replicas for every partition assigned
 here (the replica manager), then following the metadata through etcd's watch, and only then
-the listener serves, so no client ever sees a half-started broker. ``stop()`` reverses it: stop
+the listeners serve (one acceptor each), so no client ever sees a half-started broker. ``stop()`` reverses it: stop
 accepting, let in-flight requests finish (bounded), close connections, close storage cleanly
 (clean-shutdown marker), close the etcd client.
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 
 from spindle.broker.common.clock import Clock, SystemClock
@@ -48,7 +49,7 @@ from .quotas import QUOTA_RECORDS
 from .security.acls import ACL_RECORDS, StandardAuthorizer, acls_from_records
 from .security.authenticator import authenticator_for
 from .security.authorizer import AllowAll, Authorizer
-from .security.listeners import check_served
+from .security.listeners import ListenerSpec, check_served
 from .throttles import ClientQuotaManager
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,8 @@ class BrokerServer:
             else AllowAll()
         )
         self.client_quotas = ClientQuotaManager(self.clock)
-        self._listener = check_served(settings.served_listeners)  # config refused the rest
+        self._listeners = check_served(settings.served_listeners)  # config refused the rest
+        self._inter_broker = settings.inter_broker_listener
         self.etcd = EtcdClient([e.strip() for e in settings.etcd_endpoints.split(",") if e.strip()])
         self.store = MetadataStore(self.etcd, prefix=settings.etcd_prefix)
         self.controller: SingleBrokerController
@@ -106,7 +108,10 @@ class BrokerServer:
         self.logs: LogManager | None = None
         self.apis: KafkaApis | None = None
         self.replicas: ReplicaManager | None = None
-        self._server: asyncio.Server | None = None
+        self._servers: dict[str, asyncio.Server] = {}
+        """One acceptor per listener, by listener name (Kafka's ``SocketServer``)."""
+        self.ports: dict[str, int] = {}
+        """The port each listener is bound to, by name."""
         self._connections: set[asyncio.Task[None]] = set()
         self._frame_pool = FramePool()  # large request frames' buffers, for all connections
         self._reporter: asyncio.Task[None] | None = None
@@ -130,21 +135,23 @@ class BrokerServer:
             node_id=self.settings.node_id,
             clock=self.clock,
         )
-        endpoint = await self._listen()
-        await self._register(endpoint, self.logs)
-        context = self._wire_services(endpoint, self.logs)
+        endpoints = await self._listen()
+        await self._register(endpoints, self.logs)
+        context = self._wire_services(endpoints, self.logs)
         self.apis = KafkaApis(context, registry)
-        assert self._server is not None  # bound by _listen above
-        await self._server.start_serving()
+        for server in self._servers.values():  # bound by _listen above
+            await server.start_serving()
         await self._bring_up_replicas(context, self.logs)
         self._watch_directories(self.logs)
         await self._start_metrics(self.logs)
         log.info(
-            "broker %d started: cluster %s, listening on %s:%d, log dirs %s",
+            "broker %d started: cluster %s, listening on %s, log dirs %s",
             self.settings.node_id,
             cluster_id,
-            self._listener.host,
-            self.port,
+            ", ".join(
+                f"{spec.name}://{spec.host}:{self.ports[spec.name]} ({spec.protocol.value})"
+                for spec in self._listeners
+            ),
             ",".join(self.storage_settings.log_dirs),
         )
 
@@ -163,32 +170,49 @@ class BrokerServer:
             self.authorizer.acls = acls_from_records(self.store.security.get(ACL_RECORDS, {}))
         self.client_quotas.set_quotas(self.store.security.get(QUOTA_RECORDS, {}))
 
-    async def _listen(self) -> Endpoint:
-        """Bind the listener, so the port is known to register with, without accepting yet
-        (connections are refused, as Kafka's acceptors are until its request handlers start;
-        ``start`` starts serving once the handlers exist); the advertised endpoint."""
+    async def _listen(self) -> dict[str, Endpoint]:
+        """Bind every listener, so the ports are known to register with, without accepting
+        yet (connections are refused, as Kafka's acceptors are until its request handlers
+        start; ``start`` starts serving once the handlers exist). Returns this broker's
+        advertised endpoint on each advertised listener, by name (port 0 advertises the port
+        bound)."""
         s = self.settings
-        listener = self._listener
-        self._server = await asyncio.get_running_loop().create_server(
-            self._new_connection,
-            host=listener.host or "0.0.0.0",
-            port=listener.port,
-            start_serving=False,
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
-        adv = next(a for a in s.advertised_listener_list if a.name == listener.name)
-        return Endpoint(s.node_id, adv.host or "127.0.0.1", adv.port or self.port, s.broker_rack)
+        loop = asyncio.get_running_loop()
+        for spec in self._listeners:
+            server = await loop.create_server(
+                functools.partial(self._new_connection, spec),
+                host=spec.host or "0.0.0.0",
+                port=spec.port,
+                start_serving=False,
+            )
+            self._servers[spec.name] = server
+            self.ports[spec.name] = server.sockets[0].getsockname()[1]
+        self.port = self.ports[self._listeners[0].name]
+        return {
+            adv.name: Endpoint(
+                s.node_id, adv.host or "127.0.0.1", adv.port or self.ports[adv.name], s.broker_rack
+            )
+            for adv in s.advertised_listener_list
+        }
 
-    async def _register(self, endpoint: Endpoint, logs: LogManager) -> None:
-        """Register with this broker's directory ids: a session when elected, else directly."""
+    async def _register(self, endpoints: dict[str, Endpoint], logs: LogManager) -> None:
+        """Register with this broker's directory ids and advertised listeners (``host`` and
+        ``port`` the inter-broker listener's): a session when elected, else directly."""
         s = self.settings
+        endpoint = endpoints[self._inter_broker.name]
         paths = {
             to_kafka_str(d.directory_id): d.path
             for d in logs.describe_dirs(topics=[])
             if d.directory_id
         }
         registration = BrokerRegistration(
-            s.node_id, endpoint.host, endpoint.port, s.broker_rack, list(paths), paths
+            s.node_id,
+            endpoint.host,
+            endpoint.port,
+            s.broker_rack,
+            list(paths),
+            paths,
+            listeners={name: f"{e.host}:{e.port}" for name, e in endpoints.items()},
         )
         if self.cluster is None:
             await self.controller.register(registration)
@@ -202,9 +226,10 @@ class BrokerServer:
         )
         await self.lifecycle.register_when_free()
 
-    def _wire_services(self, endpoint: Endpoint, logs: LogManager) -> ApiContext:
+    def _wire_services(self, endpoints: dict[str, Endpoint], logs: LogManager) -> ApiContext:
         """The replica manager, the group coordinator and the handlers' view of them."""
         s = self.settings
+        endpoint = endpoints[self._inter_broker.name]
         self.replicas = replicas = ReplicaManager(
             node_id=s.node_id,
             logs=logs,
@@ -241,6 +266,7 @@ class BrokerServer:
             static_configs=self.static_configs,
             groups=self.groups,
             client_quotas=self.client_quotas,
+            listener_endpoints=endpoints,
         )
 
     async def _bring_up_replicas(self, context: ApiContext, logs: LogManager) -> None:
@@ -306,11 +332,11 @@ class BrokerServer:
                 log.exception("group coordinator timers failed")
 
     def _endpoint_of(self, node_id: int) -> tuple[str, int] | None:
-        """Where to fetch from broker ``node_id`` (its registered listener), if it is live."""
+        """Where to fetch from broker ``node_id`` (its inter-broker listener), if it is live."""
         reg = self.store.brokers.get(node_id)
         if reg is None or (self.cluster is not None and node_id not in self.store.sessions):
             return None
-        return reg.host, reg.port
+        return reg.endpoint(self._inter_broker.name)
 
     async def _on_metadata(self, delta: MetadataDelta) -> None:
         """The watch applied a change: create or delete local replicas as it says; a dynamic
@@ -411,13 +437,13 @@ class BrokerServer:
             log.error("%s", self.fatal_reason)
             self.fatal.set()
 
-    def _new_connection(self) -> KafkaConnection:
+    def _new_connection(self, listener: ListenerSpec) -> KafkaConnection:
         assert self.apis is not None
         return KafkaConnection(
             self.apis,
             max_request_bytes=self.settings.socket_request_max_bytes,
-            listener=self._listener.name,
-            authenticator=authenticator_for(self._listener),
+            listener=listener.name,
+            authenticator=authenticator_for(listener),
             send_buffer_bytes=self.settings.socket_send_buffer_bytes,
             on_task=self._track_connection,
             frame_pool=self._frame_pool,
@@ -457,8 +483,8 @@ class BrokerServer:
 
     async def _close_connections(self) -> None:
         """Stop accepting, let in-flight requests finish (bounded), close the rest."""
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers.values():
+            server.close()
         if self._connections:
             _done, pending = await asyncio.wait(
                 set(self._connections), timeout=min(self.settings.shutdown_timeout_ms / 1000, 1.0)
@@ -466,5 +492,5 @@ class BrokerServer:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
+        for server in self._servers.values():
+            await server.wait_closed()

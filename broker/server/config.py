@@ -22,6 +22,7 @@ from .security.listeners import (
     ListenerSpec,
     check_advertised,
     check_served,
+    inter_broker_listener,
     parse_listeners,
     resolve_listeners,
 )
@@ -57,7 +58,18 @@ class BrokerSettings(GroupSettings, AuthorizerConfig):
     listener_security_protocol_map: str | None = Field(
         None,
         description="LISTENER_NAME:SECURITY_PROTOCOL pairs; default: each protocol's name maps "
-        "to itself (Kafka's). Only PLAINTEXT is served yet; the others are refused.",
+        "to itself (Kafka's). Protocols not served yet are refused.",
+    )
+    inter_broker_listener_name: str | None = Field(
+        None,
+        description="The listener other brokers connect to (followers, the controller's "
+        "probes); default: the one security.inter.broker.protocol names, else PLAINTEXT, "
+        "else the first listener.",
+    )
+    security_inter_broker_protocol: str | None = Field(
+        None,
+        description="The security protocol between brokers, as a listener of that name; "
+        "not together with inter.broker.listener.name.",
     )
     broker_rack: str | None = Field(None, description="Rack of this broker.")
     socket_request_max_bytes: int = Field(
@@ -191,7 +203,21 @@ class BrokerSettings(GroupSettings, AuthorizerConfig):
                 check_advertised([spec.name for spec in specs], self.advertised_listeners)
             except ValueError as exc:
                 raise _KeyedError("advertised.listeners", exc) from None
+        try:
+            _ = self.inter_broker_listener
+        except ValueError as exc:
+            raise _KeyedError("inter.broker.listener.name", exc) from None
         return self
+
+    @property
+    def inter_broker_listener(self) -> ListenerSpec:
+        """The listener peers connect to (``security.listeners.inter_broker_listener``)."""
+        return inter_broker_listener(
+            self.served_listeners,
+            self.advertised_listener_list,
+            name=self.inter_broker_listener_name,
+            protocol=self.security_inter_broker_protocol,
+        )
 
     @property
     def served_listeners(self) -> list[ListenerSpec]:

@@ -68,6 +68,9 @@ class ApiContext:
     groups: GroupCoordinator
     client_quotas: ClientQuotaManager
     producer_ids: ProducerIds = field(default_factory=ProducerIds)
+    listener_endpoints: Mapping[str, Endpoint] = field(default_factory=dict)
+    """This broker's advertised endpoint on each listener, by name (``endpoint`` is the
+    inter-broker listener's)."""
 
     @property
     def node_id(self) -> int:
@@ -81,17 +84,22 @@ class ApiContext:
     def multi_broker(self) -> bool:
         return self.settings.controller_mode == "elected"
 
-    def brokers(self) -> list[Endpoint]:
-        """Live brokers (this one as it listens now, the others as registered). With an
-        elected controller only brokers with a live session count, as Kafka lists only
+    def brokers(self, listener: str | None = None) -> list[Endpoint]:
+        """Live brokers as a client on ``listener`` reaches them (this one as it listens now,
+        the others as registered; a broker without that listener is left out, as Kafka
+        does); ``None``: as the inter-broker listener reaches them. With an elected
+        controller only brokers with a live session count, as Kafka lists only
         unfenced-or-alive brokers: clients must not be sent to a dead one."""
         store = self.controller.store
-        others = [
-            Endpoint(r.node_id, r.host, r.port, r.rack)
-            for r in store.brokers.values()
-            if r.node_id != self.node_id and (not self.multi_broker or r.node_id in store.sessions)
-        ]
-        return sorted([self.endpoint, *others], key=lambda e: e.node_id)
+        me = self.listener_endpoints.get(listener, self.endpoint) if listener else self.endpoint
+        others = []
+        for r in store.brokers.values():
+            if r.node_id == self.node_id or (self.multi_broker and r.node_id not in store.sessions):
+                continue
+            where = r.endpoint(listener) if listener else (r.host, r.port)
+            if where is not None:
+                others.append(Endpoint(r.node_id, where[0], where[1], r.rack))
+        return sorted([me, *others], key=lambda e: e.node_id)
 
     @property
     def controller_id(self) -> int:

@@ -142,7 +142,7 @@ async def metadata(broker: ApiContext, ctx: RequestContext, req: Request) -> dic
         "throttle_time_ms": 0,
         "brokers": [
             {"node_id": e.node_id, "host": e.host, "port": e.port, "rack": e.rack}
-            for e in broker.brokers()
+            for e in broker.brokers(ctx.listener)
         ],
         "cluster_id": broker.controller.store.cluster_id,
         "controller_id": broker.controller_id,
@@ -161,7 +161,7 @@ async def describe_cluster(broker: ApiContext, ctx: RequestContext, req: Request
         "controller_id": broker.controller_id,
         "brokers": [
             {"broker_id": e.node_id, "host": e.host, "port": e.port, "rack": e.rack}
-            for e in broker.brokers()
+            for e in broker.brokers(ctx.listener)
         ],
         "authorized_operations": None,
     }

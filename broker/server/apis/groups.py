@@ -84,7 +84,7 @@ def _coordinator(
     topic = broker.topics.get(OFFSETS_TOPIC)
     partition = broker.groups.partition_of(key)
     leader = topic.partitions[partition].leader if topic and partition in topic.partitions else -1
-    endpoint = next((e for e in broker.brokers() if e.node_id == leader), None)
+    endpoint = next((e for e in broker.brokers(ctx.listener) if e.node_id == leader), None)
     if endpoint is None:
         out["error_code"] = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         return out

@@ -6,10 +6,17 @@ default maps the four protocol names to themselves, so ``SSL://:9093`` is TLS wi
 and ``advertised.listeners`` what clients are told, by the same names. A listener whose name
 has no protocol is refused, as Kafka refuses it ("No security protocol defined for listener").
 
-Spindle serves one PLAINTEXT listener today. :func:`check_served` refuses the rest at start-up
-with the reason, because a broker that bound ``SASL_SSL://:9094`` and answered it in plaintext
-without authentication would tell its operators their data is protected when it is not
-(issue #38 builds TLS and SASL; then one acceptor per listener comes here).
+Every listener is served, one acceptor each (``server.app``). :func:`check_served` refuses at
+start-up, with the reason, a listener whose protocol Spindle cannot serve yet, because a broker
+that bound ``SASL_SSL://:9094`` and answered it in plaintext without authentication would tell
+its operators their data is protected when it is not.
+
+:func:`inter_broker_listener` picks the listener other brokers (followers, the controller's
+probes) connect to, by Kafka's rules: ``inter.broker.listener.name``, or the listener named
+after ``security.inter.broker.protocol``; the two together are refused. With neither set Kafka
+uses the listener named ``PLAINTEXT``; Spindle does too and, where no listener has that name,
+takes the first one (Kafka would refuse to start; a one-listener broker with a custom name
+was served before listeners were).
 """
 
 from __future__ import annotations
@@ -126,18 +133,52 @@ def check_advertised(valid: list[str], advertised: str) -> None:
             )
 
 
-def check_served(specs: list[ListenerSpec]) -> ListenerSpec:
-    """The one listener this broker serves, or why the configuration cannot be served."""
+def check_served(specs: list[ListenerSpec]) -> list[ListenerSpec]:
+    """The listeners this broker serves, or why the configuration cannot be served."""
+    served = ", ".join(sorted(p.value for p in SERVED_PROTOCOLS))
     for spec in specs:
         if spec.protocol not in SERVED_PROTOCOLS:
             raise ValueError(
                 f"listener {spec.name}://{spec.host}:{spec.port} uses security protocol "
                 f"{spec.protocol.value}, which Spindle does not support yet: it would be served "
-                "as plaintext without authentication. Only PLAINTEXT listeners can be served"
+                f"without the authentication it promises. Served protocols: {served}"
             )
-    if len(specs) > 1:
+    return specs
+
+
+def inter_broker_listener(
+    specs: list[ListenerSpec],
+    advertised: list[Listener],
+    *,
+    name: str | None = None,
+    protocol: str | None = None,
+) -> ListenerSpec:
+    """The listener other brokers reach this one on (see the module docstring for the rules);
+    it must be advertised, as Kafka requires."""
+    if name is not None and protocol is not None:
         raise ValueError(
-            f"listeners names {len(specs)} listeners ({', '.join(s.name for s in specs)}); "
-            "Spindle serves one listener yet, and the others would not be bound"
+            "only one of inter.broker.listener.name and security.inter.broker.protocol "
+            "should be set"
         )
-    return specs[0]
+    by_name = {spec.name: spec for spec in specs}
+    if name is not None:
+        wanted = name.strip().upper()
+    elif protocol is not None:
+        try:
+            wanted = SecurityProtocol(protocol.strip().upper()).value
+        except ValueError:
+            raise ValueError(
+                f"security.inter.broker.protocol {protocol!r} is not a security protocol"
+            ) from None
+    elif SecurityProtocol.PLAINTEXT.value in by_name:
+        wanted = SecurityProtocol.PLAINTEXT.value
+    else:
+        wanted = specs[0].name
+    advertised_names = [a.name for a in advertised]
+    if wanted not in by_name or wanted not in advertised_names:
+        raise ValueError(
+            "inter.broker.listener.name must be a listener name defined in "
+            f"advertised.listeners; found {wanted}, the valid options based on currently "
+            f"configured listeners are {', '.join(advertised_names)}"
+        )
+    return by_name[wanted]

@@ -61,16 +61,47 @@ def test_a_listener_name_without_a_protocol_is_refused_as_kafka_does() -> None:
         _settings(listeners="PLAINTEXT://:9092", **{"listener.security.protocol.map": "A:TLS"})
 
 
-def test_listeners_that_would_not_all_be_bound_are_refused() -> None:
-    with pytest.raises(ConfigError, match="serves one listener yet"):
-        _settings(
-            listeners="PLAINTEXT://:9092,INTERNAL://:9093",
-            **{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT"},
-        )
+def test_listeners_with_a_repeated_name_or_port_are_refused() -> None:
     with pytest.raises(ConfigError, match="different name"):
         _settings(listeners="PLAINTEXT://:9092,PLAINTEXT://:9093")
     with pytest.raises(ConfigError, match="different port"):
         _settings(listeners="PLAINTEXT://:9092,SSL://:9092")
+
+
+def test_the_inter_broker_listener_follows_kafkas_rules() -> None:
+    def inter(**props: str) -> str:
+        broker, _ = settings_from_properties({"node.id": "1", "log.dirs": "/tmp/x", **props})
+        return broker.inter_broker_listener.name
+
+    two = {
+        "listeners": "CLIENTS://:9092,PLAINTEXT://:9093,REPLICATION://:9094",
+        "listener.security.protocol.map": "CLIENTS:PLAINTEXT,PLAINTEXT:PLAINTEXT,"
+        "REPLICATION:PLAINTEXT",
+    }
+    assert inter(**two) == "PLAINTEXT"  # Kafka's default: security.inter.broker.protocol's
+    assert inter(**two, **{"inter.broker.listener.name": "replication"}) == "REPLICATION"
+    assert inter(**two, **{"security.inter.broker.protocol": "PLAINTEXT"}) == "PLAINTEXT"
+    assert (
+        inter(
+            listeners="CLIENTS://:9092", **{"listener.security.protocol.map": "CLIENTS:PLAINTEXT"}
+        )
+        == "CLIENTS"
+    )
+    with pytest.raises(ConfigError, match=r"only one of inter\.broker\.listener\.name"):
+        inter(
+            **two,
+            **{"inter.broker.listener.name": "CLIENTS", "security.inter.broker.protocol": "SSL"},
+        )
+    with pytest.raises(ConfigError, match="must be a listener name defined in advertised"):
+        inter(**two, **{"inter.broker.listener.name": "OTHER"})
+    with pytest.raises(ConfigError, match="found REPLICATION"):
+        inter(
+            **two,
+            **{
+                "inter.broker.listener.name": "REPLICATION",
+                "advertised.listeners": "CLIENTS://h:9092,PLAINTEXT://h:9093",
+            },
+        )
 
 
 def test_advertised_listeners_name_only_configured_listeners() -> None:
@@ -81,10 +112,8 @@ def test_advertised_listeners_name_only_configured_listeners() -> None:
 @pytest.mark.parametrize(
     "key",
     [
-        "ssl.keystore.location",
         "sasl.enabled.mechanisms",
         "listener.name.internal.sasl.jaas.config",
-        "security.inter.broker.protocol",
     ],
 )
 def test_tls_and_sasl_keys_are_refused_as_not_supported_yet(key: str) -> None:
