@@ -11,6 +11,12 @@ client id) and body, as kafka-python's schema objects encode them; the answer co
 ``int32 size`` then ``size`` bytes whose first field, the response header's, is the
 correlation id. What the answer means is the caller's to decode.
 
+Security: a connection is secured as the inter-broker listener it dials is
+(:class:`PeerSecurity`, made by the server from that listener's settings): over TLS, the peer's
+certificate is checked against the listener's truststore and, with Kafka's default
+``ssl.endpoint.identification.algorithm=https``, must name the host dialled; this broker's own
+certificate is presented if the listener has a keystore.
+
 Event loop only; one request at a time per connection, in order (its callers never overlap
 requests on one connection).
 """
@@ -20,15 +26,33 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import ssl
 import struct
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+
+@dataclass(frozen=True)
+class PeerSecurity:
+    """How connections to other brokers are secured. ``tls`` gives the client TLS context
+    to dial with now (None: plaintext); a callable, so a reloaded keystore is used by the
+    next connection."""
+
+    tls: Callable[[], ssl.SSLContext | None] = lambda: None
+
+
+PLAINTEXT = PeerSecurity()
 
 
 class PeerConnection:
     """One connection to a broker's Kafka listener, opened by the first request."""
 
-    def __init__(self, host: str, port: int, *, client_id: str) -> None:
+    def __init__(
+        self, host: str, port: int, *, client_id: str, security: PeerSecurity = PLAINTEXT
+    ) -> None:
         self.host, self.port, self.client_id = host, port, client_id
+        self._security = security
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._corr = itertools.count(1)
@@ -38,8 +62,15 @@ class PeerConnection:
         answer whole: that id and the answer's bytes after its size. ``timeout_s`` bounds the
         connect and each read; raises OSError, TimeoutError or IncompleteReadError."""
         if self._writer is None:
+            context = self._security.tls()
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), timeout_s
+                asyncio.open_connection(
+                    self.host,
+                    self.port,
+                    ssl=context,
+                    server_hostname=self.host if context is not None else None,
+                ),
+                timeout_s,
             )
         reader, writer = self._reader, self._writer
         assert reader is not None

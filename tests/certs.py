@@ -22,6 +22,14 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 __all__ = ["CA", "Issued", "make_ca"]
 
 
+def _write(path: Path, text: str) -> Path:
+    """Write ``text`` unless the file holds it already (a rewrite would change its mtime,
+    which is what a broker watching its stores reacts to)."""
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return path
+
+
 def _name(dn: dict[str, str] | str) -> x509.Name:
     if isinstance(dn, str):
         dn = {"CN": dn}
@@ -72,24 +80,18 @@ class Issued:
 
     @property
     def cert_file(self) -> Path:
-        path = self.dir / f"{self.name}.crt"
-        path.write_text(self.cert_pem)
-        return path
+        return _write(self.dir / f"{self.name}.crt", self.cert_pem)
 
     @property
     def key_file(self) -> Path:
-        path = self.dir / f"{self.name}.key"
-        path.write_text(self.key_pem)
-        return path
+        return _write(self.dir / f"{self.name}.key", self.key_pem)
 
     def pem_keystore(self) -> Path:
         """One PEM file holding the key then the certificate chain (a ``PEM`` keystore)."""
-        path = self.dir / f"{self.name}.keystore.pem"
-        path.write_text(self.key_pem + self.cert_pem)
-        return path
+        return _write(self.dir / f"{self.name}.keystore.pem", self.key_pem + self.cert_pem)
 
     def pkcs12(self, password: str) -> Path:
-        path = self.dir / f"{self.name}.p12"
+        path = self.dir / f"{self.name}-{len(password)}-{abs(hash(password))}.p12"
         path.write_bytes(
             pkcs12.serialize_key_and_certificates(
                 self.name.encode(),
@@ -120,9 +122,7 @@ class CA:
 
     @property
     def cert_file(self) -> Path:
-        path = self.dir / "ca.crt"
-        path.write_text(self.pem)
-        return path
+        return _write(self.dir / "ca.crt", self.pem)
 
     def truststore_pkcs12(self, password: str) -> Path:
         """A PKCS12 truststore holding the CA certificate only (no key)."""

@@ -36,6 +36,7 @@ from dataclasses import replace
 
 from spindle.broker.common.errors import ErrorCode, KafkaError
 from spindle.broker.common.ids import TopicPartition
+from spindle.broker.peer import PLAINTEXT, PeerSecurity
 
 from .controller import ConfigChange, SingleBrokerController
 from .election import ControllerElection, ControllerTerm
@@ -89,8 +90,10 @@ class ClusterController(SingleBrokerController):
         imbalance_check_interval_s: float = 300.0,
         session_timeout_ms: int | None = None,
         heartbeat_interval_ms: int = 2000,
+        peer_security: PeerSecurity = PLAINTEXT,
     ) -> None:
         super().__init__(store, node_id=node_id)
+        self._peer_security = peer_security
         self._client = client
         self.session_timeout_ms = session_timeout_ms
         """Set: while active, end silent brokers' sessions on time (:mod:`.liveness`)."""
@@ -155,6 +158,7 @@ class ClusterController(SingleBrokerController):
                 node_id=self.node_id,
                 session_timeout_s=self.session_timeout_ms / 1000,
                 interval_s=self.heartbeat_interval_ms / 1000,
+                security=self._peer_security,
             )
             self._liveness_task = asyncio.create_task(self.liveness.run())
 

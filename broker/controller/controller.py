@@ -9,6 +9,7 @@ over the same :class:`MetadataStore`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -71,7 +72,11 @@ DYNAMIC_BROKER_CONFIGS = frozenset(
     }
 )
 """Broker configs that can change at run time (the throttles the JBOD tools set, and KIP-1066's
-``cordoned.log.dirs``: directories that take no new replicas)."""
+``cordoned.log.dirs``: directories that take no new replicas); also a listener's TLS stores,
+``listener.name.<name>.ssl.keystore.*`` / ``.ssl.key.password`` / ``.ssl.truststore.*``
+(:data:`DYNAMIC_LISTENER_SSL`), per broker only, as Kafka has them."""
+DYNAMIC_LISTENER_SSL = re.compile(r"^listener\.name\.[a-z0-9_]+\.ssl\.(keystore|key|truststore)\.")
+"""Kafka's per-listener dynamic TLS configs (``DynamicListenerConfig``'s reconfigurable ones)."""
 
 MAX_LONG = (1 << 63) - 1
 ASSIGN_ATTEMPTS = 20
@@ -280,7 +285,16 @@ class SingleBrokerController:
         self, scope: str, changes: Sequence[ConfigChange], *, validate_only: bool = False
     ) -> dict[str, str]:
         current = self.store.broker_configs.get(scope, {})
-        configs = apply_config_changes(current, changes, allowed=DYNAMIC_BROKER_CONFIGS)
+        listener_ssl = {c.name for c in changes if DYNAMIC_LISTENER_SSL.match(c.name)}
+        if listener_ssl and scope == "":
+            raise KafkaError(
+                f"Cannot update these configs at default cluster level, broker id must be "
+                f"specified: {', '.join(sorted(listener_ssl))}",
+                ErrorCode.INVALID_REQUEST,
+            )
+        configs = apply_config_changes(
+            current, changes, allowed=DYNAMIC_BROKER_CONFIGS | listener_ssl
+        )
         if not validate_only and configs != current:
             await self.store.put_broker_configs(scope, configs)
         return configs

@@ -32,7 +32,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from spindle.broker.common.clock import Clock, SystemClock
-from spindle.broker.peer import PeerConnection
+from spindle.broker.peer import PLAINTEXT, PeerConnection, PeerSecurity
 
 from .etcd import EtcdClient, EtcdError
 from .store import MetadataStore
@@ -83,8 +83,10 @@ class SessionMonitor:
         session_timeout_s: float,
         interval_s: float,
         clock: Clock | None = None,
+        security: PeerSecurity = PLAINTEXT,
     ) -> None:
         self.store = store
+        self._security = security
         self._client = client
         self.node_id = node_id
         self.session_timeout_s = session_timeout_s
@@ -132,7 +134,12 @@ class SessionMonitor:
         for node, session in live.items():
             if node not in self.tracked and leases.get(node):
                 reg = self.store.brokers[node]
-                probe = _Probe(reg.host, reg.port, client_id=f"controller-{self.node_id}")
+                probe = _Probe(
+                    reg.host,
+                    reg.port,
+                    client_id=f"controller-{self.node_id}",
+                    security=self._security,
+                )
                 self.tracked[node] = _Tracked(session.epoch, leases[node], probe)
 
     def _forget(self, node: int) -> None:

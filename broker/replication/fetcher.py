@@ -37,7 +37,7 @@ from typing import Any, Protocol
 
 from spindle.broker.common.errors import ErrorCode, KafkaError, KafkaStorageError
 from spindle.broker.common.ids import TopicPartition
-from spindle.broker.peer import PeerConnection
+from spindle.broker.peer import PLAINTEXT, PeerConnection, PeerSecurity
 from spindle.broker.storage import Log, LogManager
 
 from .leader_epochs import NO_EPOCH
@@ -154,9 +154,11 @@ class ReplicaFetcher:
         settings: FetchSettings,
         pacer: FetchPacer | None = None,
         listener: ReplicaListener | None = None,
+        security: PeerSecurity = PLAINTEXT,
     ) -> None:
         self.node_id = node_id
         self.leader_id = leader_id
+        self._security = security
         self._listener: ReplicaListener = listener or _Unheard()
         self._endpoint = endpoint
         self._logs = logs
@@ -395,7 +397,9 @@ class ReplicaFetcher:
                 if connection is None or (connection.host, connection.port) != where:
                     if connection is not None:
                         await connection.close()
-                    connection = LeaderConnection(*where, client_id=f"replica-{self.node_id}")
+                    connection = LeaderConnection(
+                        *where, client_id=f"replica-{self.node_id}", security=self._security
+                    )
                 try:
                     # Bytes count from when this fetch was due (a late wake-up costs no rate).
                     sent_at = self._pacer.now() if due is None else min(due, self._pacer.now())
@@ -422,9 +426,11 @@ class FetcherManager:
         settings: FetchSettings | None = None,
         pacer: FetchPacer | None = None,
         listener: ReplicaListener | None = None,
+        security: PeerSecurity = PLAINTEXT,
     ) -> None:
         self.node_id = node_id
         self._endpoint = endpoint
+        self._security = security
         self._logs = logs
         self._settings = settings or FetchSettings()
         self._pacer = pacer
@@ -458,6 +464,7 @@ class FetcherManager:
                     settings=self._settings,
                     pacer=self._pacer,
                     listener=self._listener,
+                    security=self._security,
                 )
                 self.fetchers[leader] = fetcher
                 self._tasks[leader] = asyncio.create_task(fetcher.run())

@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from spindle.broker.common.clock import Clock, SystemClock
 from spindle.broker.common.errors import KafkaError
 from spindle.broker.common.ids import TopicPartition
+from spindle.broker.peer import PLAINTEXT, PeerSecurity
 from spindle.broker.storage import Log, LogManager
 
 from .appends import Appender
@@ -78,6 +79,7 @@ class ReplicaManager:
         isr_writer: IsrWriter | None = None,
         endpoints: Callable[[int], tuple[str, int] | None] | None = None,
         replica_lag_time_max_ms: int = 30_000,
+        peer_security: PeerSecurity = PLAINTEXT,
     ) -> None:
         self.node_id = node_id
         self.logs = logs
@@ -94,6 +96,7 @@ class ReplicaManager:
             logs=logs,
             pacer=FollowerPacer(metadata, self.throttles),
             listener=ProducerStateFollower(self.producers),
+            security=peer_security,
         )
         self.roles = PartitionRoles(
             node_id=node_id,

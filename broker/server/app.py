@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import ssl
 
 from spindle.broker.common.clock import Clock, SystemClock
 from spindle.broker.common.errors import KafkaError
@@ -34,6 +35,7 @@ from spindle.broker.controller.session import BrokerLifecycle
 from spindle.broker.controller.store import MetadataDelta, MetadataStore
 from spindle.broker.group.coordinator import GroupCoordinator
 from spindle.broker.group.store import OFFSETS_TOPIC, PartitionLogs
+from spindle.broker.peer import PeerSecurity
 from spindle.broker.replication.replica_manager import ReplicaManager
 from spindle.broker.storage import LogManager
 from spindle.broker.storage.settings import StorageSettings
@@ -41,15 +43,23 @@ from spindle.broker.storage.settings import StorageSettings
 from .apis import ApiContext, Endpoint, KafkaApis, build_registry
 from .apis.groups import led_offsets_partitions
 from .compaction import CompactionScheduler
-from .config import BrokerSettings
+from .config import BrokerSettings, ConfigError
 from .connection import KafkaConnection
 from .frame_pool import FramePool
 from .metrics import MetricsServer
 from .quotas import QUOTA_RECORDS
 from .security.acls import ACL_RECORDS, StandardAuthorizer, acls_from_records
-from .security.authenticator import authenticator_for
+from .security.authenticator import Authenticator, authenticator_for
 from .security.authorizer import AllowAll, Authorizer
-from .security.listeners import ListenerSpec, check_served
+from .security.listeners import TLS_PROTOCOLS, ListenerSpec, check_served
+from .security.tls import (
+    TlsConfigError,
+    client_context,
+    is_dynamic_tls_key,
+    peer_distinguished_name,
+    tls_settings,
+)
+from .security.tls_reload import ListenerTls
 from .throttles import ClientQuotaManager
 
 log = logging.getLogger(__name__)
@@ -83,6 +93,18 @@ class BrokerServer:
         self.client_quotas = ClientQuotaManager(self.clock)
         self._listeners = check_served(settings.served_listeners)  # config refused the rest
         self._inter_broker = settings.inter_broker_listener
+        self._tls: dict[str, ListenerTls] = {}
+        """Each TLS listener's contexts, by listener name (reloaded as its stores change)."""
+        self._peer_tls: ssl.SSLContext | None = None
+        try:
+            for spec in self._listeners:
+                if spec.protocol in TLS_PROTOCOLS:
+                    self._tls[spec.name] = ListenerTls(settings.tls_for(spec.name))
+            self._peer_tls = self._peer_context()
+        except TlsConfigError as exc:
+            raise ConfigError(str(exc)) from None
+        self.peer_security = PeerSecurity(tls=lambda: self._peer_tls)
+        """How this broker dials others: as its inter-broker listener is secured."""
         self.etcd = EtcdClient([e.strip() for e in settings.etcd_endpoints.split(",") if e.strip()])
         self.store = MetadataStore(self.etcd, prefix=settings.etcd_prefix)
         self.controller: SingleBrokerController
@@ -99,6 +121,7 @@ class BrokerServer:
                 imbalance_check_interval_s=settings.leader_imbalance_check_interval_seconds,
                 session_timeout_ms=settings.broker_session_timeout_ms,
                 heartbeat_interval_ms=settings.broker_heartbeat_interval_ms,
+                peer_security=self.peer_security,
             )
             self.controller = self.cluster
         else:
@@ -179,11 +202,14 @@ class BrokerServer:
         s = self.settings
         loop = asyncio.get_running_loop()
         for spec in self._listeners:
+            tls = self._tls.get(spec.name)
             server = await loop.create_server(
                 functools.partial(self._new_connection, spec),
                 host=spec.host or "0.0.0.0",
                 port=spec.port,
                 start_serving=False,
+                ssl=tls.bound if tls is not None else None,
+                ssl_handshake_timeout=s.ssl_handshake_timeout_ms / 1000 if tls else None,
             )
             self._servers[spec.name] = server
             self.ports[spec.name] = server.sockets[0].getsockname()[1]
@@ -240,6 +266,7 @@ class BrokerServer:
             isr_writer=self.controller,
             endpoints=self._endpoint_of,
             replica_lag_time_max_ms=s.replica_lag_time_max_ms,
+            peer_security=self.peer_security,
         )
 
         def append_offsets(partition: int, batch: bytes) -> None:
@@ -287,6 +314,8 @@ class BrokerServer:
             asyncio.create_task(self._run_groups(context)),
             asyncio.create_task(compaction.run_forever()),
         ]
+        if self._tls:
+            self._background.append(asyncio.create_task(self._watch_keystores()))
         self.store.add_listener(self._on_metadata)
         self._tasks.append(asyncio.create_task(self.store.follow()))
         if self.lifecycle is not None and self.cluster is not None:
@@ -349,6 +378,7 @@ class BrokerServer:
         try:
             if delta.full or delta.configs:
                 self.replicas.apply_dynamic_broker_configs()
+                self._apply_dynamic_tls()
                 await self._report_cordoned()
             if delta.full or delta.topics:
                 await self.replicas.apply_metadata(None if delta.full else delta.topics)
@@ -443,11 +473,69 @@ class BrokerServer:
             self.apis,
             max_request_bytes=self.settings.socket_request_max_bytes,
             listener=listener.name,
-            authenticator=authenticator_for(listener),
+            authenticate=functools.partial(self._authenticate, listener),
             send_buffer_bytes=self.settings.socket_send_buffer_bytes,
+            max_idle_s=self.settings.connections_max_idle_ms / 1000,
             on_task=self._track_connection,
             frame_pool=self._frame_pool,
         )
+
+    def _authenticate(
+        self, listener: ListenerSpec, transport: asyncio.BaseTransport
+    ) -> Authenticator:
+        """The authenticator of a connection whose transport is up: on TLS, the client
+        certificate's name (if one was presented) and the listener's mapping rules."""
+        tls = self._tls.get(listener.name)
+        if tls is None:
+            return authenticator_for(listener)
+        return authenticator_for(
+            listener, peer_name=peer_distinguished_name(transport), mapper=tls.mapper
+        )
+
+    def _peer_context(self) -> ssl.SSLContext | None:
+        """The client context for other brokers' inter-broker listener, if it is TLS."""
+        name = self._inter_broker.name
+        if name not in self._tls:
+            return None
+        return client_context(self.settings.tls_for(name, server=False))
+
+    async def _watch_keystores(self) -> None:
+        """Every ``spindle.ssl.keystore.reload.interval.ms``: rebuild a TLS listener's context
+        whose store files changed (:mod:`.security.tls_reload`); a failed reload is logged and
+        the old certificate keeps serving."""
+        interval_s = self.settings.ssl_keystore_reload_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            for name, tls in self._tls.items():
+                try:
+                    if tls.reload_if_changed():
+                        self._reloaded(name)
+                except (TlsConfigError, OSError, ssl.SSLError) as exc:
+                    log.error("listener %s: keeping the old certificate: %s", name, exc)
+
+    def _reloaded(self, name: str) -> None:
+        log.info("listener %s: TLS stores reloaded; new connections use them", name)
+        if name == self._inter_broker.name:
+            self._peer_tls = self._peer_context()
+
+    def _apply_dynamic_tls(self) -> None:
+        """A dynamic ``listener.name.X.ssl.*`` change (through any broker): rebuild listener
+        X's context with the static keys overlaid by the dynamic ones (Kafka's precedence)."""
+        if not self._tls or self.replicas is None:
+            return
+        effective = self.replicas.lifecycle.effective_broker_configs()
+        configs = {
+            **self.settings.ssl_configs,
+            **{k: v for k, v in effective.items() if is_dynamic_tls_key(k)},
+        }
+        for name, tls in self._tls.items():
+            try:
+                wanted = tls_settings(configs, name)
+                if dict(wanted.values) != dict(tls.settings.values):
+                    tls.update(wanted)
+                    self._reloaded(name)
+            except (TlsConfigError, OSError, ssl.SSLError) as exc:
+                log.error("listener %s: dynamic TLS config not applied: %s", name, exc)
 
     def _track_connection(self, task: asyncio.Task[None]) -> None:
         self._connections.add(task)

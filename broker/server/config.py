@@ -18,6 +18,7 @@ from spindle.broker.group.settings import GroupSettings
 from spindle.broker.storage.settings import StorageSettings
 
 from .security.listeners import (
+    TLS_PROTOCOLS,
     Listener,
     ListenerSpec,
     check_advertised,
@@ -27,6 +28,7 @@ from .security.listeners import (
     resolve_listeners,
 )
 from .security.settings import AuthorizerConfig
+from .security.tls import TlsSettings, check_keys, tls_settings
 
 
 class ConfigError(ValueError):
@@ -70,6 +72,30 @@ class BrokerSettings(GroupSettings, AuthorizerConfig):
         None,
         description="The security protocol between brokers, as a listener of that name; "
         "not together with inter.broker.listener.name.",
+    )
+    ssl_configs: dict[str, str] = Field(
+        default_factory=dict,
+        description="Kafka's ssl.* keys and listener.name.<name>.ssl.* keys as given in the "
+        "file (read per listener by security.tls); not a key itself.",
+    )
+    connections_max_idle_ms: int = Field(
+        600_000,
+        ge=1,
+        description="A connection that sends nothing for this long is closed (Kafka's).",
+    )
+    ssl_handshake_timeout_ms: int = Field(
+        10_000,
+        alias="spindle.ssl.handshake.timeout.ms",
+        ge=1,
+        description="A TLS handshake not finished by then is abandoned and its connection "
+        "closed (Spindle-specific: Kafka bounds it by connections.max.idle.ms only).",
+    )
+    ssl_keystore_reload_interval_ms: int = Field(
+        30_000,
+        alias="spindle.ssl.keystore.reload.interval.ms",
+        ge=10,
+        description="How often TLS listeners' store files are checked for a change; a changed "
+        "store is loaded for new connections (Spindle-specific).",
     )
     broker_rack: str | None = Field(None, description="Rack of this broker.")
     socket_request_max_bytes: int = Field(
@@ -207,7 +233,15 @@ class BrokerSettings(GroupSettings, AuthorizerConfig):
             _ = self.inter_broker_listener
         except ValueError as exc:
             raise _KeyedError("inter.broker.listener.name", exc) from None
+        check_keys(self.ssl_configs, [spec.name for spec in specs])
+        for spec in specs:
+            if spec.protocol in TLS_PROTOCOLS:
+                tls_settings(self.ssl_configs, spec.name)
         return self
+
+    def tls_for(self, listener: str, *, server: bool = True) -> TlsSettings:
+        """``listener``'s TLS settings (its ``listener.name.<name>.ssl.*`` over ``ssl.*``)."""
+        return tls_settings(self.ssl_configs, listener, server=server)
 
     @property
     def inter_broker_listener(self) -> ListenerSpec:
@@ -230,8 +264,18 @@ class BrokerSettings(GroupSettings, AuthorizerConfig):
         return parse_listeners(self.advertised_listeners or self.listeners)
 
 
-_SECURITY_KEY_PREFIXES = ("ssl.", "sasl.", "listener.name.", "security.")
-"""Kafka's TLS and SASL keys: named as such when refused, not as unknown."""
+_SECURITY_KEY_PREFIXES = ("sasl.", "listener.name.", "security.")
+"""Kafka's SASL keys: named as such when refused, not as unknown."""
+_SSL_CONFIGS = "ssl.configs"
+"""``BrokerSettings.ssl_configs``' generated alias: a field filled from the ``ssl.*`` keys,
+never a key of the file."""
+
+
+def _is_ssl_key(key: str) -> bool:
+    """``ssl.*`` or ``listener.name.<name>.ssl.*`` (validated by ``security.tls``)."""
+    if key.startswith("listener.name."):
+        key = key[len("listener.name.") :].partition(".")[2]
+    return key.startswith("ssl.")
 
 
 def _aliases(model: type[BaseModel]) -> set[str]:
@@ -240,14 +284,17 @@ def _aliases(model: type[BaseModel]) -> set[str]:
 
 def settings_from_properties(props: dict[str, str]) -> tuple[BrokerSettings, StorageSettings]:
     """Split and validate properties; raise ConfigError naming the first bad or unknown key."""
-    broker_keys = _aliases(BrokerSettings)
+    broker_keys = _aliases(BrokerSettings) - {_SSL_CONFIGS}
     storage_keys = _aliases(StorageSettings)
-    unknown = sorted(k for k in props if k not in broker_keys and k not in storage_keys)
+    ssl_configs = {k: v for k, v in props.items() if _is_ssl_key(k)}
+    unknown = sorted(
+        k for k in props if k not in broker_keys and k not in storage_keys and k not in ssl_configs
+    )
     security = [k for k in unknown if k.startswith(_SECURITY_KEY_PREFIXES)]
     if security:
         raise ConfigError(
-            f"configuration key {security[0]!r} configures TLS or SASL, which Spindle does not "
-            "support yet (only PLAINTEXT listeners, without authentication)"
+            f"configuration key {security[0]!r} configures SASL, which Spindle does not "
+            "support yet (PLAINTEXT and SSL listeners, without SASL)"
         )
     if unknown:
         raise ConfigError(
@@ -255,6 +302,7 @@ def settings_from_properties(props: dict[str, str]) -> tuple[BrokerSettings, Sto
             + (f" (and {len(unknown) - 1} more: {', '.join(unknown[1:])})" if unknown[1:] else "")
         )
     broker_props: dict[str, Any] = {k: v for k, v in props.items() if k in broker_keys}
+    broker_props["ssl_configs"] = ssl_configs
     storage_props: dict[str, Any] = {k: v for k, v in props.items() if k in storage_keys}
     try:
         broker = BrokerSettings.model_validate(broker_props)

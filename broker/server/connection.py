@@ -84,8 +84,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         *,
         max_request_bytes: int,
         listener: str,
-        authenticator: Authenticator,
+        authenticate: Callable[[asyncio.BaseTransport], Authenticator],
         send_buffer_bytes: int = -1,
+        max_idle_s: float | None = None,
         on_task: Callable[[asyncio.Task[None]], None] | None = None,
         frame_pool: FramePool | None = None,
     ) -> None:
@@ -93,7 +94,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._pool = frame_pool if frame_pool is not None else FramePool()
         self._max_request_bytes = max_request_bytes
         self._listener = listener
-        self._authenticator = authenticator
+        self._authenticate = authenticate
+        self._authenticator: Authenticator | None = None
+        self._max_idle_s = max_idle_s
+        self._last_active = 0.0
+        self._idle_timer: asyncio.TimerHandle | None = None
         self._send_buffer_bytes = send_buffer_bytes
         self._on_task = on_task
         self._transport: asyncio.Transport | None = None
@@ -120,8 +125,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self._address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        try:
+            # The transport is up (on an SSL listener: the handshake is done, the client's
+            # certificate known); who the connection is comes from it.
+            self._authenticator = self._authenticate(transport)
+        except ValueError as exc:  # e.g. no ssl.principal.mapping.rules maps the name
+            log.warning("closing connection from %s: authentication failed: %s", self._address, exc)
+            cast(asyncio.Transport, transport).abort()
+            return
         set_send_buffer(transport, self._send_buffer_bytes)
         loop = asyncio.get_running_loop()
+        self._last_active = loop.time()
+        if self._max_idle_s is not None:
+            self._idle_timer = loop.call_later(self._max_idle_s, self._check_idle)
         self._closed = loop.create_future()
         task = loop.create_task(self.serve())
         if self._on_task is not None:
@@ -134,7 +150,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._compact()
         return memoryview(self._buf)[self._hi :]
 
+    def _check_idle(self) -> None:
+        """``connections.max.idle.ms``: close a connection nothing was received on or sent
+        to for that long (Kafka's selector expires idle channels so)."""
+        assert self._max_idle_s is not None
+        loop = asyncio.get_running_loop()
+        idle = loop.time() - self._last_active
+        if idle >= self._max_idle_s and self._transport is not None:
+            log.info("closing connection from %s: idle for %.0f s", self._address, idle)
+            self._transport.close()
+            return
+        self._idle_timer = loop.call_later(self._max_idle_s - idle, self._check_idle)
+
     def buffer_updated(self, nbytes: int) -> None:
+        self._last_active = asyncio.get_running_loop().time()
         if self._frame is not None:
             self._filled += nbytes
             if self._filled == len(self._frame):
@@ -155,6 +184,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
         self._push(ConnectionResetError("connection lost"), 0)
         if self._drain_waiter is not None and not self._drain_waiter.done():
             self._drain_waiter.set_exception(ConnectionResetError("connection lost"))
@@ -258,6 +289,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         assert transport is not None
         # Authentication happens here, once, before any request is dispatched (security issue:
         # a SASL authenticator runs its exchange first); handlers see only the principal.
+        assert self._authenticator is not None  # set in connection_made, before this task
         principal = self._authenticator.principal
         ctx_base = RequestContext(principal, None, self._address, self._listener)
         try:
@@ -312,6 +344,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             await _send_response(transport, size, parts)
         finally:
             close_regions(parts)
+        self._last_active = asyncio.get_running_loop().time()
         if transport.get_write_buffer_size() > DRAIN_ABOVE_BYTES:
             await self._drain()
         throttle = body.get("throttle_time_ms", 0)

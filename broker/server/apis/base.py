@@ -239,9 +239,28 @@ def topic_id(topic: TopicState | None) -> uuid.UUID:
     return from_kafka_str(topic.topic_id) if topic else uuid.UUID(int=0)
 
 
+SENSITIVE_SUFFIXES = (".password", "ssl.keystore.key", "sasl.jaas.config")
+"""Kafka's PASSWORD-type configs (also listener-prefixed): described without their value."""
+PASSWORD_TYPE = 9
+"""DescribeConfigs' ``config_type`` PASSWORD."""
+
+
 def config_entry(name: str, value: str, source: ConfigSource) -> dict[str, Any]:
     """One config as DescribeConfigs (and, in part, CreateTopics) answers it. Static broker
-    configs are read-only; Spindle marks nothing sensitive and lists no synonyms."""
+    configs are read-only; passwords and private keys are sensitive, answered without their
+    value as Kafka does; no synonyms are listed."""
+    if name.endswith(SENSITIVE_SUFFIXES):
+        return {
+            "name": name,
+            "value": None,
+            "read_only": source is ConfigSource.STATIC_BROKER_CONFIG,
+            "config_source": int(source),
+            "is_default": False,
+            "is_sensitive": True,
+            "synonyms": [],
+            "config_type": PASSWORD_TYPE,
+            "documentation": None,
+        }
     return {
         "name": name,
         "value": value,

@@ -68,7 +68,9 @@ def _settings_values(*models: BaseModel) -> dict[str, str]:
     out: dict[str, str] = {}
     for model in models:
         for name, info in type(model).model_fields.items():
-            out[info.alias or name] = _text(getattr(model, name))
+            value = getattr(model, name)
+            if not isinstance(value, dict):  # ssl_configs: its keys are listed as given
+                out[info.alias or name] = _text(value)
     return out
 
 

@@ -38,8 +38,10 @@ class SecurityProtocol(Enum):
 DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 """Kafka's default ``listener.security.protocol.map``: each protocol's name maps to itself."""
 
-SERVED_PROTOCOLS = frozenset({SecurityProtocol.PLAINTEXT})
+SERVED_PROTOCOLS = frozenset({SecurityProtocol.PLAINTEXT, SecurityProtocol.SSL})
 """The security protocols Spindle can serve today."""
+TLS_PROTOCOLS = frozenset({SecurityProtocol.SSL, SecurityProtocol.SASL_SSL})
+"""The protocols whose transport is TLS (``security.tls``); SASL_SSL adds SASL over it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,8 @@
 """Listeners and their security protocols: a listener is served only as what it says it is.
 
-Until TLS and SASL exist (issue #38) a broker must refuse, at start-up and by name, any listener
-that promises them: serving ``SASL_SSL://`` as plaintext without authentication would tell its
-operators their data is protected when it is not."""
+Until SASL exists (issue #38) a broker must refuse, at start-up and by name, any listener that
+promises it: serving ``SASL_SSL://`` without authentication would tell its operators their
+data is protected when it is not. PLAINTEXT and SSL are served."""
 
 from __future__ import annotations
 
@@ -38,7 +38,6 @@ def test_each_listener_gets_the_protocol_its_name_maps_to() -> None:
 @pytest.mark.parametrize(
     ("listeners", "protocol_map", "protocol"),
     [
-        ("SSL://127.0.0.1:9093", None, "SSL"),
         ("SASL_PLAINTEXT://127.0.0.1:9093", None, "SASL_PLAINTEXT"),
         ("SASL_SSL://127.0.0.1:9093", None, "SASL_SSL"),
         ("CLIENTS://127.0.0.1:9093", "CLIENTS:SASL_SSL", "SASL_SSL"),
@@ -116,18 +115,21 @@ def test_advertised_listeners_name_only_configured_listeners() -> None:
         "listener.name.internal.sasl.jaas.config",
     ],
 )
-def test_tls_and_sasl_keys_are_refused_as_not_supported_yet(key: str) -> None:
-    with pytest.raises(ConfigError, match=rf"{key}' configures TLS or SASL"):
+def test_sasl_keys_are_refused_as_not_supported_yet(key: str) -> None:
+    with pytest.raises(ConfigError, match=rf"{key}' configures SASL"):
         _settings(**{key: "x"})
 
 
 def test_plaintext_connections_act_as_kafkas_anonymous_principal() -> None:
     (spec,) = resolve_listeners("PLAINTEXT://:9092")
     assert authenticator_for(spec).principal == "User:ANONYMOUS"
-    with pytest.raises(ValueError, match="no authenticator for security protocol SSL"):
-        authenticator_for(ListenerSpec("SSL", "", 9093, SecurityProtocol.SSL))
-    with pytest.raises(ValueError, match="SSL"):
-        check_served([ListenerSpec("SSL", "", 9093, SecurityProtocol.SSL)])
+    ssl_spec = ListenerSpec("SSL", "", 9093, SecurityProtocol.SSL)
+    assert authenticator_for(ssl_spec).principal == "User:ANONYMOUS"  # no client certificate
+    sasl = ListenerSpec("SASL_SSL", "", 9094, SecurityProtocol.SASL_SSL)
+    with pytest.raises(ValueError, match="no authenticator for security protocol SASL_SSL"):
+        authenticator_for(sasl)
+    with pytest.raises(ValueError, match="SASL_SSL"):
+        check_served([sasl])
 
 
 def test_a_broker_configured_for_sasl_ssl_exits_with_the_reason_and_never_binds(

@@ -65,7 +65,7 @@ async def port() -> AsyncIterator[int]:
             apis,
             max_request_bytes=1 << 20,
             listener="PLAINTEXT",
-            authenticator=Unauthenticated(),
+            authenticate=lambda _transport: Unauthenticated(),
             on_task=tasks.add,
         ),
         "127.0.0.1",
