@@ -165,6 +165,20 @@ def test_librdkafka_presents_a_client_certificate_on_the_mtls_listener(
     assert not errors
     with pytest.raises(KafkaException):  # required client auth: no certificate, no metadata
         _list_topics(_ck(tls_broker, "MTLS"))
+    # The listener's mapping rules name clients by OU=clients only (no DEFAULT): a trusted
+    # certificate that no rule maps fails authentication, as Kafka's NoMatchingRule does.
+    other = tls_broker.ca.issue("other", subject={"CN": "other", "O": "Spindle"}, client=True)
+    unmapped = _ck(
+        tls_broker,
+        "MTLS",
+        **{
+            "ssl.certificate.location": str(other.cert_file),
+            "ssl.key.location": str(other.key_file),
+        },
+    )
+    with pytest.raises(KafkaException):
+        _list_topics(unmapped)
+    assert "No rules apply to CN=other,O=Spindle" in tls_broker.broker.log_text()
 
 
 def test_a_client_checking_hostnames_refuses_a_certificate_without_the_brokers_name(
